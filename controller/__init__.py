@@ -1,0 +1,1 @@
+"""The controller: policy composition, the control loop, replays, reports and the CLI."""

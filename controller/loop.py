@@ -1,0 +1,117 @@
+"""The control loop: observe -> push into the load window -> decide -> apply.
+
+``Substrate`` is the protocol both the simulator and the Spark adapter implement. ``ControlLoop``
+is callable one ``tick()`` at a time (the daemon drives it from a scheduler; replays drive it
+directly) and keeps every decision with its reason.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from controller.policy import ControlPolicy, Decision
+from core.loadstats import LoadWindow
+from core.observation import Observation
+from core.plans import Plan
+
+__all__ = ["ControlLoop", "DecisionRecord", "Substrate"]
+
+
+class Substrate(Protocol):
+    """What the controller steers."""
+
+    def observe(self) -> Observation:
+        """Load samples since the previous call."""
+        ...
+
+    def apply(self, plan: Plan) -> None:
+        """Adopt ``plan`` at the next tick or micro-batch boundary."""
+        ...
+
+
+@dataclass(frozen=True)
+class DecisionRecord:
+    """A decision as logged: round, time, kind, reason, numbers and plan version."""
+
+    round: int
+    time_s: float
+    kind: str
+    reason: str
+    plan_version: int
+    applied: bool
+    details: dict[str, Any]
+    duration_s: float
+
+
+class ControlLoop:
+    """Drives one substrate with one policy.
+
+    Parameters
+    ----------
+    substrate : what to steer
+    policy : the decide step
+    window_k : samples per load window
+    dry_run : compute and log plans but never apply them
+    """
+
+    def __init__(
+        self, substrate: Substrate, policy: ControlPolicy, window_k: int = 10, dry_run: bool = False
+    ) -> None:
+        self.substrate = substrate
+        self.policy = policy
+        self.dry_run = dry_run
+        ctx = policy.ctx
+        self.units = LoadWindow(ctx.units.m, window_k)
+        self.nodes = LoadWindow(ctx.cluster.n, window_k)
+        self.plan: Plan = policy.initial_plan()
+        self.records: list[DecisionRecord] = []
+        self.round = 0
+
+    def start(self) -> Plan:
+        """Apply the initial plan (even in dry run: the substrate needs some placement)."""
+        self.substrate.apply(self.plan)
+        return self.plan
+
+    def tick(self) -> Decision:
+        """One control round."""
+        t0 = time.perf_counter()
+        obs = self.substrate.observe()
+        self.units.push_many(obs.unit_load)
+        self.nodes.push_many(obs.node_load)
+        decision = self.policy.decide(self.units.series(), self.nodes.series(), self.plan, obs)
+        applied = False
+        if decision.plan is not None and not self.dry_run:
+            self.substrate.apply(decision.plan)
+            self.plan = decision.plan
+            applied = True
+        self.round += 1
+        version = decision.plan.version if decision.plan is not None else self.plan.version
+        self.records.append(
+            DecisionRecord(
+                round=self.round,
+                time_s=obs.time_s,
+                kind=decision.kind,
+                reason=decision.reason,
+                plan_version=version,
+                applied=applied,
+                details=_jsonable(decision.details),
+                duration_s=time.perf_counter() - t0,
+            )
+        )
+        return decision
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, np.generic):
+        return x.item()
+    return x

@@ -1,0 +1,248 @@
+"""Policy composition: the pure decide step of the control loop.
+
+``ControlPolicy.decide`` takes the static context, the load window and the current plan and
+returns a ``Decision``: a new plan (or none) with its reason and the numbers behind it.
+Hysteresis (minimum gain, cooldown, a cap on moves per round) lives here, not in the
+algorithms. Placement algorithms plug in through ``PlacementMethod``; re-placing units off
+dead nodes always happens, whatever the method.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from core import loadstats
+from core.cluster import Cluster, NodeStatus
+from core.observation import Observation
+from core.plans import Placement, Plan
+from core.scenario import ControllerSpec
+from core.topology import QueryNetwork, Units
+
+__all__ = [
+    "PLACEMENTS",
+    "Context",
+    "ControlPolicy",
+    "Decision",
+    "LeastLoaded",
+    "PlacementMethod",
+    "RebalanceResult",
+    "register_placement",
+]
+
+Array = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the controller knows statically: the units, the cluster and the load model."""
+
+    network: QueryNetwork
+    units: Units
+    cluster: Cluster
+    expected_rates: Array  # (d,) tuples/s
+    settings: ControllerSpec
+    seed: int = 0
+
+    def expected_unit_load(self) -> Array:
+        """Model estimate of each unit's load (cores) at the expected rates."""
+        return np.asarray(self.units.coeff @ self.expected_rates, dtype=float)
+
+
+@dataclass(frozen=True)
+class RebalanceResult:
+    """A placement method's proposal: the new assignment and its explanation."""
+
+    assignment: IntArray
+    reason: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class PlacementMethod(Protocol):
+    """A placement algorithm as the controller sees it."""
+
+    name: str
+
+    def initial(self, ctx: Context, unit_x: Array | None) -> IntArray:
+        """Initial assignment from the model (``unit_x`` is None) or from a warm-up window."""
+        ...
+
+    def rebalance(
+        self, ctx: Context, unit_x: Array, assign: IntArray, alive: NDArray[np.bool_]
+    ) -> RebalanceResult:
+        """A periodic round over the window ``unit_x`` (m, k)."""
+        ...
+
+
+PLACEMENTS: dict[str, Callable[[dict[str, float]], PlacementMethod]] = {}
+
+
+def register_placement(
+    name: str,
+) -> Callable[
+    [Callable[[dict[str, float]], PlacementMethod]], Callable[[dict[str, float]], PlacementMethod]
+]:
+    """Register a placement factory under ``name`` (used by ``--placement``)."""
+
+    def deco(
+        factory: Callable[[dict[str, float]], PlacementMethod],
+    ) -> Callable[[dict[str, float]], PlacementMethod]:
+        PLACEMENTS[name] = factory
+        return factory
+
+    return deco
+
+
+def least_loaded_fill(
+    load: Array, capacity: Array, alive: NDArray[np.bool_], base: Array | None = None
+) -> IntArray:
+    """Heaviest unit first onto the node with the lowest capacity-relative load (ties: lowest id)."""
+    node_load = np.zeros(capacity.size) if base is None else base.astype(float).copy()
+    out = np.zeros(load.size, dtype=np.int64)
+    ids = np.flatnonzero(alive)
+    for u in np.argsort(-load, kind="stable"):
+        j = ids[np.argmin(node_load[ids] / capacity[ids])]
+        out[u] = j
+        node_load[j] += load[u]
+    return out
+
+
+class LeastLoaded:
+    """The static baseline: least-loaded fill at start; later rounds only evacuate dead nodes."""
+
+    name = "least-loaded"
+
+    def __init__(self, params: dict[str, float] | None = None) -> None:
+        self.params = params or {}
+
+    def initial(self, ctx: Context, unit_x: Array | None) -> IntArray:
+        load = ctx.expected_unit_load() if unit_x is None else loadstats.means(unit_x)
+        return least_loaded_fill(load, ctx.cluster.capacities(), ctx.cluster.alive())
+
+    def rebalance(
+        self, ctx: Context, unit_x: Array, assign: IntArray, alive: NDArray[np.bool_]
+    ) -> RebalanceResult:
+        return RebalanceResult(assign.copy(), "static placement: no periodic moves")
+
+
+register_placement("least-loaded")(LeastLoaded)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One round's outcome: the plan to apply (None to keep the current one) and why."""
+
+    plan: Plan | None
+    kind: str
+    reason: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def evacuate(
+    assign: IntArray, alive: NDArray[np.bool_], load: Array, capacity: Array
+) -> tuple[IntArray, int]:
+    """Move every unit off dead nodes onto the least-loaded live nodes (heaviest first)."""
+    dead_units = np.flatnonzero(~alive[assign])
+    if dead_units.size == 0 or not alive.any():
+        return assign, 0
+    out = assign.copy()
+    keep = np.ones(assign.size, dtype=bool)
+    keep[dead_units] = False
+    base = np.bincount(assign[keep], weights=load[keep], minlength=capacity.size)
+    out[dead_units] = least_loaded_fill(load[dead_units], capacity, alive, base)
+    return out, int(dead_units.size)
+
+
+class ControlPolicy:
+    """Placement with hysteresis plus failure evacuation; shedding and HA plug in later."""
+
+    def __init__(self, ctx: Context, placement: PlacementMethod) -> None:
+        self.ctx = ctx
+        self.placement = placement
+        self.rounds = 0
+        self.last_change_round = -(10**9)
+
+    def initial_plan(self) -> Plan:
+        """The first plan, from the load model."""
+        a = self.placement.initial(self.ctx, None)
+        pl = Placement.from_array(self.ctx.units.ids, self.ctx.cluster.ids, a)
+        return Plan(version=0, placement=pl, reason=f"initial placement by {self.placement.name}")
+
+    def decide(self, unit_x: Array, node_x: Array, plan: Plan, obs: Observation) -> Decision:
+        """One control round over the window ``unit_x`` (m, k) and ``node_x`` (n, k)."""
+        self.rounds += 1
+        s = self.ctx.settings.placement
+        alive = np.array([st in (NodeStatus.UP, NodeStatus.SUSPECTED) for st in obs.node_status])
+        assign = plan.placement.as_array()
+        cap = self.ctx.cluster.capacities()
+        load = loadstats.means(unit_x) if unit_x.shape[1] else self.ctx.expected_unit_load()
+        before = _node_stats(unit_x, assign, cap.size)
+        evac, n_evac = evacuate(assign, alive, load, cap)
+        if n_evac:
+            self.last_change_round = self.rounds
+            return self._emit(
+                plan,
+                evac,
+                "recover",
+                f"re-placed {n_evac} units off failed nodes",
+                {"moved": n_evac, **before},
+            )
+        if unit_x.shape[1] < 3:
+            return Decision(None, "hold", "warm-up: fewer than 3 samples", before)
+        if self.rounds - self.last_change_round <= s.cooldown_rounds:
+            return Decision(None, "hold", "cooldown after the last change", before)
+        res = self.placement.rebalance(self.ctx, unit_x, assign, alive)
+        new = res.assignment
+        moved = np.flatnonzero(new != assign)
+        if moved.size == 0:
+            return Decision(None, "hold", res.reason, {**before, **res.details})
+        if moved.size > s.max_moves:
+            return Decision(
+                None,
+                "hold",
+                f"{moved.size} moves exceed max_moves={s.max_moves}",
+                {**before, **res.details},
+            )
+        after = _node_stats(unit_x, new, cap.size)
+        gain = before["node_variance_mean"] - after["node_variance_mean"]
+        if gain < s.min_gain:
+            return Decision(
+                None,
+                "hold",
+                f"expected gain {gain:.3g} below min_gain {s.min_gain}",
+                {**before, "after": after, **res.details},
+            )
+        self.last_change_round = self.rounds
+        return self._emit(
+            plan,
+            new,
+            "place",
+            res.reason,
+            {
+                "moved": int(moved.size),
+                "before": before,
+                "after": after,
+                "expected_gain": gain,
+                **res.details,
+            },
+        )
+
+    def _emit(
+        self, plan: Plan, assign: IntArray, kind: str, reason: str, details: dict[str, Any]
+    ) -> Decision:
+        pl = Placement.from_array(self.ctx.units.ids, self.ctx.cluster.ids, assign)
+        return Decision(plan.next(placement=pl, reason=reason), kind, reason, details)
+
+
+def _node_stats(unit_x: Array, assign: IntArray, n: int) -> dict[str, float]:
+    nx = loadstats.node_series(unit_x, assign, n)
+    return {
+        "node_variance_mean": float(loadstats.variances(nx).mean()) if n else 0.0,
+        "node_correlation_mean": loadstats.pairwise_mean_correlation(nx),
+        "max_divergent_load": float(loadstats.divergent(nx).max()) if n else 0.0,
+    }

@@ -1,0 +1,50 @@
+"""What a substrate reports to the controller: load samples since the last observation.
+
+Both substrates (the simulator and the Spark adapter) produce ``Observation`` values; the
+controller never needs to know which one it is steering.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from core.cluster import NodeStatus
+
+__all__ = ["Observation"]
+
+Array = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Samples taken since the previous observation, oldest first.
+
+    Attributes
+    ----------
+    time_s : substrate time at the end of the last sample
+    unit_load : ``(m, s)`` load of each unit in cores (CPU-seconds per second)
+    node_load : ``(n, s)`` offered load of each node in cores
+    input_rates : ``(d, s)`` arrival rate of each stream in tuples/s
+    node_status : status of each node now
+    backlog_s : ``(n,)`` queued work per node in seconds of that node's capacity
+    latency_s : mean end-to-end latency over the samples
+    plan_version : the plan version the substrate is applying
+    """
+
+    time_s: float
+    unit_load: Array
+    node_load: Array
+    input_rates: Array
+    node_status: tuple[NodeStatus, ...]
+    backlog_s: Array
+    latency_s: float = 0.0
+    plan_version: int = 0
+    counters: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def samples(self) -> int:
+        """Number of samples held."""
+        return int(self.node_load.shape[1])

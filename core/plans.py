@@ -1,0 +1,154 @@
+"""Plans: immutable, versioned, validated bundles of placement, routing, shedding and HA.
+
+A plan is what the controller publishes and what the substrate applies at its next tick or
+micro-batch boundary. Every model is a frozen pydantic model with ``extra="forbid"``, so a plan
+file with a typo fails to load, and ``Plan.to_json`` / ``Plan.from_json`` round-trip exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["HAPlan", "Placement", "Plan", "RoutingConfig", "ShedPlan"]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class Placement(BaseModel):
+    """Unit -> node assignment. ``assignment[u]`` is the index into ``nodes`` of unit ``units[u]``.
+
+    Examples
+    --------
+    >>> p = Placement(units=("a", "b"), nodes=("n0", "n1"), assignment=(1, 0))
+    >>> p.node_of("a"), p.moves_to(Placement(units=("a", "b"), nodes=("n0", "n1"), assignment=(1, 1)))
+    ('n1', 1)
+    """
+
+    model_config = _FROZEN
+    units: tuple[str, ...]
+    nodes: tuple[str, ...]
+    assignment: tuple[int, ...]
+
+    @model_validator(mode="after")
+    def _check(self) -> Placement:
+        if len(self.assignment) != len(self.units):
+            raise ValueError(
+                f"assignment: {len(self.assignment)} entries for {len(self.units)} units"
+            )
+        if len(set(self.units)) != len(self.units):
+            raise ValueError("units: duplicate unit id")
+        bad = [a for a in self.assignment if not 0 <= a < len(self.nodes)]
+        if bad:
+            raise ValueError(f"assignment: node index {bad[0]} outside [0, {len(self.nodes)})")
+        return self
+
+    @classmethod
+    def from_array(
+        cls, units: tuple[str, ...], nodes: tuple[str, ...], assignment: NDArray[np.int64]
+    ) -> Placement:
+        """Build from a numpy index vector."""
+        return cls(units=units, nodes=nodes, assignment=tuple(int(a) for a in assignment))
+
+    def as_array(self) -> NDArray[np.int64]:
+        """The assignment as an int64 vector."""
+        return np.asarray(self.assignment, dtype=np.int64)
+
+    def node_of(self, unit: str) -> str:
+        """The node id hosting ``unit``."""
+        return self.nodes[self.assignment[self.units.index(unit)]]
+
+    def moves_to(self, other: Placement) -> int:
+        """Number of units placed differently in ``other``."""
+        return int(np.count_nonzero(self.as_array() != other.as_array()))
+
+
+class RoutingConfig(BaseModel):
+    """Key routing: a partitioner for hot keys and a key-group -> partition table for cold keys."""
+
+    model_config = _FROZEN
+    partitioner: str = "hash"
+    num_partitions: int = Field(1, ge=1)
+    table: tuple[int, ...] = ()
+    params: dict[str, float | int | str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check(self) -> RoutingConfig:
+        bad = [t for t in self.table if not 0 <= t < self.num_partitions]
+        if bad:
+            raise ValueError(f"table: partition {bad[0]} outside [0, {self.num_partitions})")
+        return self
+
+
+class ShedPlan(BaseModel):
+    """Keep fractions per drop location, with the numbers that justify them."""
+
+    model_config = _FROZEN
+    method: str = "none"
+    locations: tuple[str, ...] = ()
+    keep: tuple[float, ...] = ()
+    objective: float = 0.0
+    node_loads: dict[str, float] = Field(default_factory=dict)
+    shadow_prices: dict[str, float] = Field(default_factory=dict)
+    status: str = "optimal"
+    solve_time_s: float = 0.0
+
+    @model_validator(mode="after")
+    def _check(self) -> ShedPlan:
+        if len(self.keep) != len(self.locations):
+            raise ValueError(f"keep: {len(self.keep)} values for {len(self.locations)} locations")
+        for i, x in enumerate(self.keep):
+            if not (math.isfinite(x) and -1e-9 <= x <= 1 + 1e-9):
+                raise ValueError(f"keep.{i}: keep fraction {x} outside [0, 1]")
+        return self
+
+    def keep_of(self, location: str, default: float = 1.0) -> float:
+        """Keep fraction of ``location`` (``default`` when the plan does not name it)."""
+        if location in self.locations:
+            return min(1.0, max(0.0, self.keep[self.locations.index(location)]))
+        return default
+
+
+class HAPlan(BaseModel):
+    """Availability settings: the policy and its parameters."""
+
+    model_config = _FROZEN
+    policy: Literal["none", "upstream", "passive", "active"] = "none"
+    checkpoint_interval: int = Field(10, ge=1)
+    standby: dict[str, str] = Field(default_factory=dict)
+
+
+class Plan(BaseModel):
+    """A versioned plan: what the substrate applies, and why it was made."""
+
+    model_config = _FROZEN
+    schema_version: Literal[1] = 1
+    version: int = Field(0, ge=0)
+    placement: Placement
+    routing: RoutingConfig = Field(default_factory=RoutingConfig)
+    shed: ShedPlan = Field(default_factory=ShedPlan)
+    ha: HAPlan = Field(default_factory=HAPlan)
+    reason: str = ""
+    details: dict[str, Any] = Field(default_factory=dict)
+
+    def to_json(self) -> str:
+        """Serialize to JSON."""
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Plan:
+        """Parse and validate a plan from JSON."""
+        return cls.model_validate_json(text)
+
+    def next(self, **changes: Any) -> Plan:
+        """A copy with ``changes`` applied and the version incremented."""
+        data = self.model_dump()
+        data.update(
+            {k: v.model_dump() if isinstance(v, BaseModel) else v for k, v in changes.items()}
+        )
+        data["version"] = self.version + 1
+        return Plan.model_validate(data)

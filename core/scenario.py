@@ -1,0 +1,377 @@
+"""The scenario file schema: cluster, streams, query network, faults, controller, expectations.
+
+Scenario files are YAML (or JSON) validated by these pydantic models (``extra="forbid"``,
+``schema_version: 1``). ``load_scenario`` turns any problem into a ``ScenarioError`` whose
+lines each name the dotted field path, the message and the offending value.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from core.cluster import Cluster, Node
+from core.topology import OperatorSpec, QueryNetwork, TopologyError
+
+__all__ = [
+    "ControllerSpec",
+    "FaultSpec",
+    "KeySpec",
+    "NodeSpec",
+    "OperatorModel",
+    "RateSpec",
+    "Scenario",
+    "ScenarioError",
+    "StreamSpec",
+    "load_scenario",
+]
+
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+
+
+class ScenarioError(ValueError):
+    """An invalid scenario file. ``problems`` holds one line per error."""
+
+    def __init__(self, path: str, problems: list[str]) -> None:
+        self.path = path
+        self.problems = problems
+        n = len(problems)
+        head = f"{path} is invalid ({n} problem{'s' if n != 1 else ''})"
+        super().__init__(head + ": " + "; ".join(problems))
+
+
+class NodeSpec(BaseModel):
+    """A node: ``capacity`` in cores, ``latency_ms`` per hop."""
+
+    model_config = _STRICT
+    id: str
+    capacity: float = Field(1.0, gt=0)
+    latency_ms: float = Field(1.0, ge=0)
+
+
+class ClusterSpec(BaseModel):
+    """The nodes of the simulated (or steered) cluster."""
+
+    model_config = _STRICT
+    nodes: list[NodeSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> ClusterSpec:
+        ids = [n.id for n in self.nodes]
+        if len(set(ids)) != len(ids):
+            raise ValueError("duplicate node id")
+        return self
+
+
+class ConstantRate(BaseModel):
+    """A constant rate in tuples/s."""
+
+    model_config = _STRICT
+    kind: Literal["constant"]
+    rate: float = Field(ge=0)
+
+
+class StepRate(BaseModel):
+    """A piecewise-constant rate: ``steps`` of (at_s, rate), starting from ``rate``."""
+
+    model_config = _STRICT
+    kind: Literal["step"]
+    rate: float = Field(ge=0)
+    steps: list[tuple[Annotated[float, Field(ge=0)], Annotated[float, Field(ge=0)]]]
+
+
+class SineRate(BaseModel):
+    """``base + amplitude * sin(2 pi (t + phase_s) / period_s)``, clipped at 0."""
+
+    model_config = _STRICT
+    kind: Literal["sine"]
+    base: float = Field(ge=0)
+    amplitude: float = Field(ge=0)
+    period_s: float = Field(gt=0)
+    phase_s: float = 0.0
+
+
+class BurstyRate(BaseModel):
+    """On/off bursts: ``high`` for ``on_s`` then ``low`` for ``off_s``, with a random phase jitter."""
+
+    model_config = _STRICT
+    kind: Literal["bursty"]
+    low: float = Field(ge=0)
+    high: float = Field(ge=0)
+    on_s: float = Field(gt=0)
+    off_s: float = Field(gt=0)
+    phase_s: float = 0.0
+    jitter: float = Field(0.0, ge=0, le=1)
+
+
+class RandomWalkRate(BaseModel):
+    """A reflected Gaussian random walk around ``start`` with step std ``sigma`` per second."""
+
+    model_config = _STRICT
+    kind: Literal["random_walk"]
+    start: float = Field(ge=0)
+    sigma: float = Field(ge=0)
+    low: float = Field(0.0, ge=0)
+    high: float = Field(gt=0)
+
+
+class RampRate(BaseModel):
+    """A linear ramp from ``start`` to ``end`` between ``from_s`` and ``to_s``."""
+
+    model_config = _STRICT
+    kind: Literal["ramp"]
+    start: float = Field(ge=0)
+    end: float = Field(ge=0)
+    from_s: float = Field(0.0, ge=0)
+    to_s: float = Field(gt=0)
+
+
+class TraceRate(BaseModel):
+    """A rate trace from a CSV file with columns ``t_s,rate`` (relative to the scenario file)."""
+
+    model_config = _STRICT
+    kind: Literal["trace"]
+    path: str
+    scale: float = Field(1.0, gt=0)
+
+
+RateSpec = Annotated[
+    ConstantRate | StepRate | SineRate | BurstyRate | RandomWalkRate | RampRate | TraceRate,
+    Field(discriminator="kind"),
+]
+
+
+class HotKeyShift(BaseModel):
+    """At ``at_s`` the popularity ranking rotates by ``rotate`` keys (new keys become hot)."""
+
+    model_config = _STRICT
+    at_s: float = Field(ge=0)
+    rotate: int = Field(ge=1)
+
+
+class KeySpec(BaseModel):
+    """Key space of a stream: size and distribution (uniform, or Zipf with exponent ``s``)."""
+
+    model_config = _STRICT
+    space: int = Field(1000, ge=1)
+    distribution: Literal["uniform", "zipf"] = "uniform"
+    s: float = Field(1.0, ge=0)
+    shifts: list[HotKeyShift] = Field(default_factory=list)
+
+
+class StreamSpec(BaseModel):
+    """An input stream with its rate process and key space."""
+
+    model_config = _STRICT
+    id: str
+    rate: RateSpec
+    keys: KeySpec = Field(default_factory=KeySpec)
+
+
+class WindowSpec(BaseModel):
+    """A window of ``size_s`` seconds sliding every ``slide_s`` seconds."""
+
+    model_config = _STRICT
+    size_s: float = Field(gt=0)
+    slide_s: float = Field(gt=0)
+
+
+class OperatorModel(BaseModel):
+    """An operator of the query network (see ``core.topology.OperatorSpec``)."""
+
+    model_config = _STRICT
+    id: str
+    kind: Literal["filter", "map", "udf", "aggregate", "join", "union", "sink"]
+    inputs: list[str] = Field(min_length=1)
+    cost_us: float = Field(ge=0)
+    selectivity: float = Field(1.0, ge=0)
+    key_groups: int = Field(1, ge=1, le=4096)
+    weight: float = Field(1.0, ge=0)
+    window: WindowSpec | None = None
+    state_bytes_per_key_group: float = Field(0.0, ge=0)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class FaultSpec(BaseModel):
+    """A fault at ``at_s``: kill (restarts after ``duration_s``), lose (permanent), slow, partition, restore."""
+
+    model_config = _STRICT
+    at_s: float = Field(ge=0)
+    kind: Literal["kill", "lose", "slow", "partition", "restore"]
+    node: str
+    duration_s: float | None = Field(None, gt=0)
+    factor: float = Field(1.0, ge=1)
+
+    @model_validator(mode="after")
+    def _needs(self) -> FaultSpec:
+        if self.kind == "slow" and self.factor <= 1:
+            raise ValueError("factor: a slow fault needs factor > 1")
+        return self
+
+
+class PlacementSettings(BaseModel):
+    """Placement method and its hysteresis."""
+
+    model_config = _STRICT
+    method: str = "least-loaded"
+    initial: Literal["correlation", "rod", "llf", "least-loaded", "random", "connected"] = (
+        "least-loaded"
+    )
+    min_gain: float = Field(0.0, ge=0)
+    cooldown_rounds: int = Field(0, ge=0)
+    max_moves: int = Field(1000, ge=0)
+    params: dict[str, float] = Field(default_factory=dict)
+
+
+class SheddingSettings(BaseModel):
+    """Shedding method and headroom (plan against headroom x capacity)."""
+
+    model_config = _STRICT
+    method: Literal["none", "lp", "fit", "uniform", "local"] = "none"
+    headroom: float = Field(0.95, gt=0, le=1)
+
+
+class HASettings(BaseModel):
+    """Availability policy."""
+
+    model_config = _STRICT
+    policy: Literal["none", "upstream", "passive", "active"] = "none"
+    checkpoint_interval: int = Field(10, ge=1)
+
+
+class ControllerSpec(BaseModel):
+    """Controller settings for a replay: interval in ticks (seconds), window k, policies."""
+
+    model_config = _STRICT
+    interval_s: float = Field(10.0, gt=0)
+    window_k: int = Field(10, ge=1)
+    placement: PlacementSettings = Field(default_factory=PlacementSettings)
+    shedding: SheddingSettings = Field(default_factory=SheddingSettings)
+    ha: HASettings = Field(default_factory=HASettings)
+    partitioner: str = "hash"
+
+
+class Expectations(BaseModel):
+    """Optional checks on a replay's summary."""
+
+    model_config = _STRICT
+    max_mean_latency_s: float | None = Field(None, gt=0)
+    max_p99_latency_s: float | None = Field(None, gt=0)
+    zero_lost_tuples: bool = False
+    max_dropped_fraction: float | None = Field(None, ge=0, le=1)
+
+
+class SimulatorSettings(BaseModel):
+    """Simulator constants: migration cost model and HA overheads."""
+
+    model_config = _STRICT
+    migration_base_s: float = Field(0.5, ge=0)
+    migration_s_per_mb: float = Field(0.05, ge=0)
+
+
+class Scenario(BaseModel):
+    """A replayable scenario."""
+
+    model_config = _STRICT
+    schema_version: Literal[1] = 1
+    name: str
+    description: str = ""
+    seed: int = 0
+    duration_s: float = Field(600.0, gt=0)
+    tick_s: float = Field(1.0, gt=0)
+    cluster: ClusterSpec
+    streams: list[StreamSpec] = Field(min_length=1)
+    operators: list[OperatorModel] = Field(min_length=1)
+    faults: list[FaultSpec] = Field(default_factory=list)
+    controller: ControllerSpec = Field(default_factory=ControllerSpec)
+    simulator: SimulatorSettings = Field(default_factory=SimulatorSettings)
+    expect: Expectations = Field(default_factory=Expectations)
+    base_dir: str = Field(".", exclude=True)
+
+    @model_validator(mode="after")
+    def _references(self) -> Scenario:
+        nodes = {n.id for n in self.cluster.nodes}
+        for i, f in enumerate(self.faults):
+            if f.node not in nodes:
+                raise ValueError(f"faults.{i}.node: unknown node {f.node!r}")
+        try:
+            self.network()
+        except TopologyError as e:
+            raise ValueError(str(e)) from None
+        return self
+
+    @property
+    def ticks(self) -> int:
+        """Number of ticks in the scenario."""
+        return max(1, round(self.duration_s / self.tick_s))
+
+    def network(self) -> QueryNetwork:
+        """The query network as a ``QueryNetwork``."""
+        return QueryNetwork(
+            tuple(s.id for s in self.streams),
+            tuple(
+                OperatorSpec(
+                    id=o.id,
+                    kind=o.kind,
+                    inputs=tuple(o.inputs),
+                    cost_us=o.cost_us,
+                    selectivity=o.selectivity,
+                    key_groups=o.key_groups,
+                    weight=o.weight,
+                    state_bytes_per_key_group=o.state_bytes_per_key_group,
+                )
+                for o in self.operators
+            ),
+        )
+
+    def cluster_model(self) -> Cluster:
+        """The cluster as a ``Cluster``."""
+        return Cluster(tuple(Node(n.id, n.capacity, n.latency_ms) for n in self.cluster.nodes))
+
+
+def _format_loc(loc: tuple[Any, ...]) -> str:
+    # Drop the discriminator tags pydantic inserts for tagged unions (e.g. "sine").
+    parts = [str(p) for p in loc if not (isinstance(p, str) and p in _RATE_TAGS)]
+    return ".".join(parts) or "(root)"
+
+
+_RATE_TAGS = {"constant", "step", "sine", "bursty", "random_walk", "ramp", "trace"}
+
+
+def format_validation_error(err: ValidationError) -> list[str]:
+    """One line per error: ``dotted.path: message (got value)``."""
+    lines = []
+    for e in err.errors():
+        got = e.get("input")
+        shown = repr(got) if not isinstance(got, dict | list) else type(got).__name__
+        lines.append(f"{_format_loc(tuple(e['loc']))}: {e['msg']} (got {shown})")
+    return lines
+
+
+def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> Scenario:
+    """Read and validate a scenario file (YAML or JSON).
+
+    Raises
+    ------
+    ScenarioError
+        when the file is missing, unparsable, or invalid; each problem names its field.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ScenarioError(str(p), [f"file not found: {p}"])
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        raise ScenarioError(str(p), [f"not valid YAML: {str(e).splitlines()[0]}"]) from None
+    if not isinstance(data, dict):
+        raise ScenarioError(str(p), ["(root): expected a mapping of scenario fields"])
+    for key, value in (overrides or {}).items():
+        data[key] = value
+    data["base_dir"] = str(p.parent)
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as e:
+        raise ScenarioError(str(p), format_validation_error(e)) from None

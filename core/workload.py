@@ -1,0 +1,151 @@
+"""Workload generators: rate processes over ticks and key distributions with hot-key shifts.
+
+Everything is vectorized over ticks or keys and deterministic for a given seed. Rates are
+tuples per second; ``rates(scenario)`` is a ``(ticks, streams)`` matrix of arrivals per tick.
+Keys are the integers ``0..space-1``; Zipf(s) gives rank r probability proportional to
+``1/r^s``, and a hot-key shift rotates which keys hold which ranks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from core.hashing import stable_mod
+from core.scenario import (
+    BurstyRate,
+    ConstantRate,
+    KeySpec,
+    RampRate,
+    RandomWalkRate,
+    RateSpec,
+    Scenario,
+    SineRate,
+    StepRate,
+    TraceRate,
+)
+
+__all__ = [
+    "KeyEpochs",
+    "key_epochs",
+    "key_group_shares",
+    "key_probabilities",
+    "rate_series",
+    "rates",
+    "sample_keys",
+]
+
+Array = NDArray[np.float64]
+
+
+def rate_series(spec: RateSpec, t_s: Array, rng: np.random.Generator, base_dir: str = ".") -> Array:
+    """Rate in tuples/s at each time in ``t_s`` for one stream.
+
+    Examples
+    --------
+    >>> from core.scenario import StepRate
+    >>> rate_series(StepRate(kind="step", rate=1, steps=[(2, 5)]), np.arange(4.0),
+    ...             np.random.default_rng(0)).tolist()
+    [1.0, 1.0, 5.0, 5.0]
+    """
+    t = np.asarray(t_s, dtype=float)
+    if isinstance(spec, ConstantRate):
+        return np.full(t.shape, spec.rate)
+    if isinstance(spec, StepRate):
+        out = np.full(t.shape, spec.rate)
+        for at, r in sorted(spec.steps):
+            out[t >= at] = r
+        return out
+    if isinstance(spec, SineRate):
+        wave = np.sin(2 * np.pi * (t + spec.phase_s) / spec.period_s)
+        return np.clip(spec.base + spec.amplitude * wave, 0.0, None)
+    if isinstance(spec, BurstyRate):
+        period = spec.on_s + spec.off_s
+        jitter = rng.uniform(-spec.jitter, spec.jitter, size=t.shape) * spec.on_s
+        phase = np.mod(t + spec.phase_s + jitter, period)
+        return np.where(phase < spec.on_s, spec.high, spec.low).astype(float)
+    if isinstance(spec, RandomWalkRate):
+        steps = rng.normal(0.0, spec.sigma, size=t.shape)
+        out = np.empty(t.shape)
+        x = spec.start
+        span = spec.high - spec.low
+        for i, s in enumerate(steps):  # reflection needs the running value; O(ticks) once
+            x = x + s
+            if span > 0:
+                x = spec.low + abs((x - spec.low + span) % (2 * span) - span)
+            out[i] = x
+        return out
+    if isinstance(spec, RampRate):
+        frac = np.clip((t - spec.from_s) / max(spec.to_s - spec.from_s, 1e-12), 0.0, 1.0)
+        return spec.start + (spec.end - spec.start) * frac
+    if isinstance(spec, TraceRate):
+        path = Path(base_dir) / spec.path
+        data = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
+        return np.interp(t, data[:, 0], data[:, 1]) * spec.scale
+    raise TypeError(f"rate: unsupported rate kind {type(spec).__name__}")
+
+
+def rates(scenario: Scenario) -> Array:
+    """``(ticks, streams)`` expected arrivals per tick (rate x tick length)."""
+    t = np.arange(scenario.ticks) * scenario.tick_s
+    rng = np.random.default_rng(scenario.seed)
+    cols = [rate_series(s.rate, t, rng, scenario.base_dir) for s in scenario.streams]
+    return np.stack(cols, axis=1) * scenario.tick_s
+
+
+def key_probabilities(spec: KeySpec, rotation: int = 0) -> Array:
+    """Probability of each key 0..space-1; rank r is held by key ``(r + rotation) mod space``.
+
+    Examples
+    --------
+    >>> from core.scenario import KeySpec
+    >>> key_probabilities(KeySpec(space=3, distribution="zipf", s=1.0)).round(3).tolist()
+    [0.545, 0.273, 0.182]
+    """
+    if spec.distribution == "uniform":
+        return np.full(spec.space, 1.0 / spec.space)
+    ranks = np.arange(1, spec.space + 1, dtype=float)
+    p = ranks**-spec.s
+    p /= p.sum()
+    return np.roll(p, rotation % spec.space)
+
+
+class KeyEpochs:
+    """Piecewise-constant key distributions of a stream: ``starts_s[e]`` and ``probs[e]``."""
+
+    def __init__(self, starts_s: Array, probs: list[Array]) -> None:
+        self.starts_s = starts_s
+        self.probs = probs
+
+    def epoch_at(self, t_s: Array) -> NDArray[np.int64]:
+        """Epoch index of each time."""
+        return np.searchsorted(self.starts_s, np.asarray(t_s), side="right").astype(np.int64) - 1
+
+
+def key_epochs(spec: KeySpec) -> KeyEpochs:
+    """The key distribution of each interval between hot-key shifts."""
+    starts = [0.0]
+    probs = [key_probabilities(spec, 0)]
+    rot = 0
+    for sh in sorted(spec.shifts, key=lambda s: s.at_s):
+        rot += sh.rotate
+        starts.append(sh.at_s)
+        probs.append(key_probabilities(spec, rot))
+    return KeyEpochs(np.asarray(starts), probs)
+
+
+def key_group_shares(probs: Array, groups: int, seed: int = 0) -> Array:
+    """Share of traffic of each of ``groups`` key groups (key -> group by a stable hash)."""
+    kg = stable_mod(np.arange(probs.size), groups, seed)
+    return np.bincount(kg, weights=probs, minlength=groups)
+
+
+def sample_keys(probs: Array, size: int, rng: np.random.Generator) -> NDArray[np.int64]:
+    """Draw ``size`` keys from the key distribution ``probs`` (vectorized inverse CDF)."""
+    cdf = np.cumsum(probs)
+    cdf /= cdf[-1]
+    return np.minimum(np.searchsorted(cdf, rng.random(size), side="right"), probs.size - 1).astype(
+        np.int64
+    )

@@ -1,0 +1,7 @@
+"""The simulated substrate: a vectorized fluid model of a cluster for scenario replay."""
+
+from __future__ import annotations
+
+from simulator.model import SimResult, Simulator
+
+__all__ = ["SimResult", "Simulator"]

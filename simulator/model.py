@@ -1,0 +1,377 @@
+"""A discrete-time, vectorized fluid model of a stream-processing cluster.
+
+Per tick: streams emit at their rates; input drops of the shedding plan remove a fraction;
+each node owes, per stream, the admitted tuples its units must process (a backlog ``B[n, d]``
+in input-tuple units); node i serves the fraction ``min(1, C_i / demand_i)`` of what it owes
+(the proportional-slowdown rule); a stream's tuples are complete once every node on their
+path has served them, so the stream's in-system count is ``max_i B[i, k]``. Latency is the
+expected queueing wait plus hop latency along each stream's unit path.
+
+Tuples are conserved exactly: ``in = out + dropped + queued + lost``. A moved unit carries its
+backlog with it and pauses for a cost that grows with its state; a killed node loses its
+backlog unless the HA policy keeps it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from core.cluster import NodeStatus
+from core.observation import Observation
+from core.plans import Plan
+from core.scenario import FaultSpec, Scenario
+from core.topology import QueryNetwork, Units
+from core.workload import key_epochs, key_group_shares, rates
+
+__all__ = ["SimResult", "Simulator"]
+
+Array = NDArray[np.float64]
+
+
+@dataclass
+class SimResult:
+    """Per-tick time series of a run, as pandas DataFrames (one row per tick)."""
+
+    node_load: pd.DataFrame
+    node_util: pd.DataFrame
+    backlog_s: pd.DataFrame
+    streams: pd.DataFrame
+    totals: dict[str, float]
+    plans: list[tuple[float, int, str]] = field(default_factory=list)
+    shed: pd.DataFrame | None = None
+
+
+class Simulator:
+    """The simulated substrate: ``observe()`` and ``apply(plan)`` over a scenario.
+
+    Parameters
+    ----------
+    scenario : the validated scenario
+    seed : overrides ``scenario.seed`` for the workload randomness
+    """
+
+    def __init__(self, scenario: Scenario, seed: int | None = None) -> None:
+        if seed is not None:
+            scenario = scenario.model_copy(update={"seed": seed})
+        self.scenario = scenario
+        self.net: QueryNetwork = scenario.network()
+        self.cluster = scenario.cluster_model()
+        self.units: Units = self.net.units()
+        self.n, self.d, self.m = self.cluster.n, len(self.net.streams), self.units.m
+        self.tick_s = scenario.tick_s
+        self.arrivals = rates(scenario)  # (T, d) tuples per tick
+        self.T = self.arrivals.shape[0]
+        self._init_shares()
+        self.capacity = self.cluster.capacities()
+        self.hop_s = self.cluster.latencies_ms() / 1000.0
+        self.t = 0
+        self.B = np.zeros((self.n, self.d))
+        self.overhead = np.zeros(self.n)  # queued non-tuple work (migrations), CPU-seconds
+        self.status = [NodeStatus.UP] * self.n
+        self.slow = np.ones(self.n)
+        self._until: dict[int, tuple[int, str]] = {}
+        self.assign = np.zeros(self.m, dtype=np.int64)
+        self.input_keep = np.ones(self.d)
+        self.arc_keep: dict[str, float] = {}
+        self.plan_version = -1
+        self.migrations = 0
+        self.state_bytes_moved = 0.0
+        self._faults = sorted(scenario.faults, key=lambda f: f.at_s)
+        self._fault_i = 0
+        self._rebuild_coefficients()
+        self._alloc_records()
+        self._last_obs = 0
+        self.plans: list[tuple[float, int, str]] = []
+        self.keep_log: list[tuple[float, Array]] = []
+
+    # ----------------------------------------------------------------- set-up
+    def _init_shares(self) -> None:
+        """Key-group shares per unit for every epoch between hot-key shifts."""
+        key_stream = self.net.key_stream()
+        eps = [key_epochs(s.keys) for s in self.scenario.streams]
+        starts = np.unique(np.concatenate([e.starts_s for e in eps]))
+        self._epoch_starts_tick = np.floor(starts / self.tick_s).astype(np.int64)
+        shares = np.ones((starts.size, self.m))
+        for i, op in enumerate(self.net.operators):
+            if op.key_groups == 1:
+                continue
+            ep = eps[key_stream[i]]
+            idx = ep.epoch_at(starts)
+            mask = self.units.op_index == i
+            for e, pe in enumerate(idx):
+                # units were built with uniform 1/g shares: rescale to the epoch's shares
+                shares[e, mask] = key_group_shares(ep.probs[pe], op.key_groups) * op.key_groups
+        self._shares = shares
+        self._epoch = 0
+
+    def _rebuild_coefficients(self) -> None:
+        """Recompute unit and node coefficient matrices after a plan, epoch or shed change."""
+        op_coeff = self.net.load_coefficients(self.arc_keep)
+        op_rate = self.net.rate_coefficients(self.arc_keep)
+        g = np.array([o.key_groups for o in self.net.operators], dtype=float)
+        share = self._shares[self._epoch][:, None] / g[self.units.op_index][:, None]
+        self.ucoeff = op_coeff[self.units.op_index] * share  # (m, d) CPU-s per input tuple
+        self.uvisit = op_rate[self.units.op_index] * share  # (m, d) visits per input tuple
+        onehot = np.zeros((self.n, self.m))
+        onehot[self.assign, np.arange(self.m)] = 1.0
+        self.ncoeff = onehot @ self.ucoeff  # (n, d)
+        self.involved = self.ncoeff > 0
+        self.wout = self.net.weighted_output(self.arc_keep)
+
+    def _alloc_records(self) -> None:
+        T, n, d = self.T, self.n, self.d
+        self.rec_node_load = np.zeros((T, n))
+        self.rec_util = np.zeros((T, n))
+        self.rec_backlog = np.zeros((T, n))
+        self.rec_unit_load = np.zeros((T, self.m))
+        self.rec = {
+            k: np.zeros((T, d))
+            for k in ("arrived", "admitted", "dropped", "completed", "queued", "lost", "latency")
+        }
+        self.rec_wout = np.zeros(T)
+
+    # -------------------------------------------------------------- protocol
+    def apply(self, plan: Plan) -> None:
+        """Adopt a plan: move units (with their backlog and a pause), set keep fractions."""
+        new = plan.placement.as_array()
+        if new.shape != self.assign.shape:
+            raise ValueError(f"placement: {new.size} units, the scenario has {self.m}")
+        if self.plan_version >= 0:
+            self._migrate(new)
+        self.assign = new.copy()
+        keep = np.ones(self.d)
+        arc: dict[str, float] = {}
+        for loc, x in zip(plan.shed.locations, plan.shed.keep, strict=True):
+            if loc in self.net.streams:
+                keep[self.net.streams.index(loc)] = min(1.0, max(0.0, x))
+            else:
+                arc[loc] = min(1.0, max(0.0, x))
+        self.input_keep, self.arc_keep = keep, arc
+        self.keep_log.append((self.t * self.tick_s, keep.copy()))
+        self.plan_version = plan.version
+        self.plans.append((self.t * self.tick_s, plan.version, plan.reason))
+        self._rebuild_coefficients()
+
+    def _migrate(self, new: NDArray[np.int64]) -> None:
+        moved = np.flatnonzero(new != self.assign)
+        if moved.size == 0:
+            return
+        old_involved = self.involved.copy()
+        old_B = self.B.copy()
+        onehot = np.zeros((self.n, self.m))
+        onehot[new, np.arange(self.m)] = 1.0
+        new_involved = (onehot @ self.ucoeff) > 0
+        # a node that stops serving a stream hands its backlog to the receivers of its units
+        for u in moved:
+            s, r = self.assign[u], new[u]
+            ceased = old_involved[s] & ~new_involved[s] & new_involved[r]
+            self.B[r, ceased] = np.maximum(self.B[r, ceased], old_B[s, ceased])
+        self.B[~new_involved] = 0.0
+        sim = self.scenario.simulator
+        mb = self.units.state_bytes[moved] / 1e6
+        pause_s = sim.migration_base_s + sim.migration_s_per_mb * mb
+        load = self.rec_unit_load[max(self.t - 1, 0), moved]
+        np.add.at(self.overhead, new[moved], pause_s * load)
+        self.migrations += int(moved.size)
+        self.state_bytes_moved += float(self.units.state_bytes[moved].sum())
+
+    def observe(self) -> Observation:
+        """Samples since the previous call (one per tick)."""
+        a, b = self._last_obs, self.t
+        self._last_obs = b
+        adm = self.rec["completed"][a:b].sum()
+        lat = (
+            float((self.rec["latency"][a:b] * self.rec["completed"][a:b]).sum() / adm)
+            if adm
+            else 0.0
+        )
+        return Observation(
+            time_s=b * self.tick_s,
+            unit_load=self.rec_unit_load[a:b].T.copy(),
+            node_load=self.rec_node_load[a:b].T.copy(),
+            input_rates=(self.arrivals[a:b] / self.tick_s).T.copy(),
+            node_status=tuple(self.status),
+            backlog_s=self._backlog_work() / self.capacity,
+            latency_s=lat,
+            plan_version=self.plan_version,
+            counters=self.totals(),
+        )
+
+    # ----------------------------------------------------------------- faults
+    def _fire_faults(self) -> None:
+        now = self.t * self.tick_s
+        for i, (until, what) in list(self._until.items()):
+            if self.t >= until:
+                del self._until[i]
+                if what == "slow":
+                    self.slow[i] = 1.0
+                elif self.status[i] is not NodeStatus.LOST:
+                    self.status[i] = NodeStatus.UP
+        while self._fault_i < len(self._faults) and self._faults[self._fault_i].at_s <= now + 1e-9:
+            self._apply_fault(self._faults[self._fault_i])
+            self._fault_i += 1
+
+    def _apply_fault(self, f: FaultSpec) -> None:
+        i = self.cluster.ids.index(f.node)
+        dur = None if f.duration_s is None else self.t + max(1, round(f.duration_s / self.tick_s))
+        if f.kind in ("kill", "lose"):
+            self._lose_backlog(i)
+            self.status[i] = NodeStatus.LOST if f.kind == "lose" else NodeStatus.DOWN
+            if f.kind == "kill":
+                self._until[i] = (dur or self.t + round(30 / self.tick_s), "down")
+        elif f.kind == "partition":
+            self.status[i] = NodeStatus.DOWN
+            self._until[i] = (dur or self.t + round(30 / self.tick_s), "down")
+        elif f.kind == "slow":
+            self.slow[i] = f.factor
+            if dur is not None:
+                self._until[i] = (dur, "slow")
+        elif f.kind == "restore":
+            self.status[i] = NodeStatus.UP
+            self.slow[i] = 1.0
+            self._until.pop(i, None)
+
+    def _lose_backlog(self, i: int) -> None:
+        """Node i's state is gone: its unprocessed (newest) tuples are lost everywhere."""
+        lost = self.B[i].copy()
+        self.B = np.maximum(self.B - lost[None, :], 0.0)
+        self.B[i] = 0.0
+        self.overhead[i] = 0.0
+        self._lost_now += lost
+
+    # ------------------------------------------------------------------- tick
+    def _backlog_work(self) -> Array:
+        return np.asarray((self.ncoeff * self.B).sum(axis=1) + self.overhead, dtype=float)
+
+    def step(self, ticks: int = 1) -> None:
+        """Advance ``ticks`` ticks (stops at the end of the scenario)."""
+        end = min(self.T, self.t + ticks)
+        while self.t < end:
+            self._tick()
+
+    def _tick(self) -> None:
+        t = self.t
+        self._lost_now = np.zeros(self.d)
+        self._fire_faults()
+        if (
+            self._epoch + 1 < self._epoch_starts_tick.size
+            and t >= self._epoch_starts_tick[self._epoch + 1]
+        ):
+            self._epoch = int(np.searchsorted(self._epoch_starts_tick, t, side="right") - 1)
+            self._rebuild_coefficients()
+        arr = self.arrivals[t]
+        adm = arr * self.input_keep
+        up = np.array([s in (NodeStatus.UP, NodeStatus.SUSPECTED) for s in self.status])
+        cap = self.capacity * self.tick_s / self.slow * up
+        owed = (self.B + adm[None, :]) * self.involved
+        demand = (self.ncoeff * owed).sum(axis=1) + self.overhead
+        frac = np.ones(self.n)
+        np.divide(cap, demand, out=frac, where=demand > cap)
+        frac = np.minimum(frac, 1.0)
+        queued_before = self._queued()
+        self.B = owed * (1.0 - frac)[:, None]
+        self.overhead *= 1.0 - frac
+        queued = self._queued()
+        completed = np.maximum(queued_before + adm - queued - self._lost_now, 0.0)
+        # unit and node offered load in cores
+        uload = (self.ucoeff @ adm) / self.tick_s
+        self.rec_unit_load[t] = uload
+        nload = np.bincount(self.assign, weights=uload, minlength=self.n)
+        self.rec_node_load[t] = nload
+        self.rec_util[t] = np.divide(
+            np.minimum(demand, cap), cap, out=np.zeros(self.n), where=cap > 0
+        )
+        work = self._backlog_work()
+        self.rec_backlog[t] = work / self.capacity
+        wait = np.divide(work, self.capacity / self.slow) + self.hop_s
+        wait = np.where(up, wait, wait + self._downtime_left())
+        self.rec["latency"][t] = wait[self.assign] @ self.uvisit + (
+            (self.ucoeff / (self.capacity / self.slow)[self.assign][:, None]).sum(axis=0)
+        )
+        self.rec["arrived"][t] = arr
+        self.rec["admitted"][t] = adm
+        self.rec["dropped"][t] = arr - adm
+        self.rec["completed"][t] = completed
+        self.rec["queued"][t] = queued
+        self.rec["lost"][t] = self._lost_now
+        self.rec_wout[t] = float(completed @ self.wout)
+        self.t += 1
+
+    def _downtime_left(self) -> Array:
+        left = np.zeros(self.n)
+        for i, (until, what) in self._until.items():
+            if what == "down":
+                left[i] = (until - self.t) * self.tick_s
+        for i, s in enumerate(self.status):
+            if s is NodeStatus.LOST:
+                left[i] = self.scenario.duration_s
+        return left
+
+    def _queued(self) -> Array:
+        masked = np.where(self.involved, self.B, 0.0)
+        return np.asarray(masked.max(axis=0), dtype=float) if self.n else np.zeros(self.d)
+
+    @property
+    def done(self) -> bool:
+        """True once every tick has run."""
+        return self.t >= self.T
+
+    # ---------------------------------------------------------------- results
+    def totals(self) -> dict[str, float]:
+        """Cumulative tuple counts: in, out, dropped, queued, lost (input-tuple units)."""
+        t = self.t
+        return {
+            "in": float(self.rec["arrived"][:t].sum()),
+            "out": float(self.rec["completed"][:t].sum()),
+            "dropped": float(self.rec["dropped"][:t].sum()),
+            "queued": float(self.rec["queued"][t - 1].sum()) if t else 0.0,
+            "lost": float(self.rec["lost"][:t].sum()),
+            "weighted_out": float(self.rec_wout[:t].sum()),
+            "migrations": float(self.migrations),
+            "state_bytes_moved": self.state_bytes_moved,
+        }
+
+    def result(self) -> SimResult:
+        """The run's time series so far."""
+        t = self.t
+        idx = pd.Index(np.arange(t) * self.tick_s, name="time_s")
+        nodes = list(self.cluster.ids)
+        lat = self.rec["latency"][:t]
+        comp = self.rec["completed"][:t]
+        per_tick_lat = np.divide(
+            (lat * comp).sum(axis=1),
+            comp.sum(axis=1),
+            out=lat.mean(axis=1),
+            where=comp.sum(axis=1) > 0,
+        )
+        streams = pd.DataFrame(
+            {
+                "arrived": self.rec["arrived"][:t].sum(axis=1),
+                "admitted": self.rec["admitted"][:t].sum(axis=1),
+                "dropped": self.rec["dropped"][:t].sum(axis=1),
+                "completed": comp.sum(axis=1),
+                "queued": self.rec["queued"][:t].sum(axis=1),
+                "lost": self.rec["lost"][:t].sum(axis=1),
+                "latency_s": per_tick_lat,
+                "weighted_out": self.rec_wout[:t],
+            },
+            index=idx,
+        )
+        shed = pd.DataFrame(
+            [k for _, k in self.keep_log] or [np.ones(self.d)],
+            index=pd.Index([ts for ts, _ in self.keep_log] or [0.0], name="time_s"),
+            columns=list(self.net.streams),
+        )
+        return SimResult(
+            node_load=pd.DataFrame(self.rec_node_load[:t], index=idx, columns=nodes),
+            node_util=pd.DataFrame(self.rec_util[:t], index=idx, columns=nodes),
+            backlog_s=pd.DataFrame(self.rec_backlog[:t], index=idx, columns=nodes),
+            streams=streams,
+            totals=self.totals(),
+            plans=list(self.plans),
+            shed=shed,
+        )
