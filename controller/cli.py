@@ -49,16 +49,18 @@ def _load(path: Path) -> Any:
         _fail(f"{e.path}: " + "; ".join(e.problems))
 
 
+def _fmt(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
 def _table(rows: list[dict[str, Any]], keys: tuple[str, ...], label: str) -> Table:
+    """Metrics down the side, one column per run (fits a terminal for several runs)."""
     t = Table(title=None)
-    t.add_column(label)
-    for k in keys:
-        t.add_column(k, justify="right")
+    t.add_column("metric")
     for r in rows:
-        t.add_row(
-            str(r.get(label, "")),
-            *(f"{r[k]:.4g}" if isinstance(r[k], float) else str(r[k]) for k in keys),
-        )
+        t.add_column(str(r.get(label, "")), justify="right")
+    for k in keys:
+        t.add_row(k, *(_fmt(r.get(k, "")) for r in rows))
     return t
 
 

@@ -217,9 +217,8 @@ class PlacementSettings(BaseModel):
 
     model_config = _STRICT
     method: str = "least-loaded"
-    initial: Literal["correlation", "rod", "llf", "least-loaded", "random", "connected"] = (
-        "least-loaded"
-    )
+    initial: str | None = None
+    fixed: dict[str, str] = Field(default_factory=dict)
     min_gain: float = Field(0.0, ge=0)
     cooldown_rounds: int = Field(0, ge=0)
     max_moves: int = Field(1000, ge=0)
@@ -294,6 +293,12 @@ class Scenario(BaseModel):
     @model_validator(mode="after")
     def _references(self) -> Scenario:
         nodes = {n.id for n in self.cluster.nodes}
+        ops = {o.id for o in self.operators}
+        for op, node in self.controller.placement.fixed.items():
+            if op not in ops:
+                raise ValueError(f"controller.placement.fixed: unknown operator {op!r}")
+            if node not in nodes:
+                raise ValueError(f"controller.placement.fixed.{op}: unknown node {node!r}")
         for i, f in enumerate(self.faults):
             if f.node not in nodes:
                 raise ValueError(f"faults.{i}.node: unknown node {f.node!r}")
@@ -347,7 +352,12 @@ def format_validation_error(err: ValidationError) -> list[str]:
     for e in err.errors():
         got = e.get("input")
         shown = repr(got) if not isinstance(got, dict | list) else type(got).__name__
-        lines.append(f"{_format_loc(tuple(e['loc']))}: {e['msg']} (got {shown})")
+        msg = str(e["msg"]).removeprefix("Value error, ")
+        loc = _format_loc(tuple(e["loc"]))
+        if loc == "(root)" and ": " in msg:  # model-level checks name their own field path
+            lines.append(msg)
+        else:
+            lines.append(f"{loc}: {msg} (got {shown})")
     return lines
 
 

@@ -1,0 +1,409 @@
+"""Writes the shipped scenario files. Run: python scenarios/make_scenarios.py
+
+The larger scenarios (tens of operators) are generated so that their structure is explicit
+here; the YAML files are committed and are what users read and replay.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).parent
+
+
+def chain(stream: str, prefix: str, costs: list[float], sel: float = 1.0) -> list[dict[str, Any]]:
+    ops, src = [], stream
+    for i, c in enumerate(costs):
+        oid = f"{prefix}{i}"
+        ops.append({"id": oid, "kind": "map", "inputs": [src], "cost_us": c, "selectivity": sel})
+        src = oid
+    return ops
+
+
+def nodes(n: int, cap: float = 1.0) -> dict[str, Any]:
+    return {"nodes": [{"id": f"n{i}", "capacity": cap, "latency_ms": 1.0} for i in range(n)]}
+
+
+def write(name: str, sc: dict[str, Any]) -> None:
+    sc = {"schema_version": 1, "name": name, **sc}
+    (HERE / f"{name}.yaml").write_text(yaml.safe_dump(sc, sort_keys=False, width=100))
+
+
+def main() -> None:
+    write(
+        "seed-shedding-2node",
+        {
+            "description": "The slides' two-node shedding example: LP keeps (0.2, 0.4) for a total of 0.6.",
+            "duration_s": 60,
+            "tick_s": 1.0,
+            "cluster": {"nodes": [{"id": "A", "capacity": 1.0}, {"id": "B", "capacity": 1.0}]},
+            "streams": [
+                {"id": "s1", "rate": {"kind": "constant", "rate": 1.0}},
+                {"id": "s2", "rate": {"kind": "constant", "rate": 1.0}},
+            ],
+            "operators": [
+                {"id": "a1", "kind": "map", "inputs": ["s1"], "cost_us": 1e6},
+                {"id": "b1", "kind": "map", "inputs": ["a1"], "cost_us": 3e6},
+                {"id": "a2", "kind": "map", "inputs": ["s2"], "cost_us": 2e6},
+                {"id": "b2", "kind": "map", "inputs": ["a2"], "cost_us": 1e6},
+            ],
+            "controller": {
+                "interval_s": 10,
+                "placement": {
+                    "method": "fixed",
+                    "fixed": {"a1": "A", "a2": "A", "b1": "B", "b2": "B"},
+                },
+                "shedding": {"method": "lp", "headroom": 1.0},
+            },
+        },
+    )
+    # 4 sine streams in two anti-phased pairs: s0/s1 feed 4 heavy operators each, s2/s3 feed 8
+    # medium ones; a bursty stream feeds a light chain: 40 operators on 8 nodes. Load-only
+    # placement puts a heavy operator and medium ones of mixed phase on each node, so half the
+    # nodes peak together; anti-correlated pairs keep every node flat.
+    streams, ops = [], []
+    shapes = [
+        (0, [400.0] * 4 + [10.0] * 3),
+        (60, [400.0] * 4 + [10.0] * 3),
+        (0, [200.0] * 8),
+        (60, [200.0] * 8),
+    ]
+    for k, (ph, costs) in enumerate(shapes):
+        streams.append(
+            {
+                "id": f"s{k}",
+                "rate": {
+                    "kind": "sine",
+                    "base": 1000,
+                    "amplitude": 900,
+                    "period_s": 120,
+                    "phase_s": ph,
+                },
+            }
+        )
+        ops += chain(f"s{k}", f"c{k}_", costs)
+    streams.append(
+        {
+            "id": "s4",
+            "rate": {
+                "kind": "bursty",
+                "low": 400,
+                "high": 1200,
+                "on_s": 15,
+                "off_s": 25,
+                "jitter": 0.2,
+            },
+        }
+    )
+    ops += chain("s4", "c4_", [10.0] * 10)
+    write(
+        "anticorrelated-diurnal",
+        {
+            "description": "8 nodes, 40 operators: two anti-phased pairs of periodic streams and a bursty "
+            "one, so operator loads are anti-correlated across chains.",
+            "seed": 1,
+            "duration_s": 1200,
+            "cluster": nodes(8),
+            "streams": streams,
+            "operators": ops,
+            "controller": {
+                "interval_s": 10,
+                "window_k": 10,
+                "placement": {"method": "least-loaded"},
+            },
+        },
+    )
+    # bursty-rod: 10 nodes, 50 operators, 4 bursty streams; chains of mixed cost.
+    streams, ops = [], []
+    for k in range(4):
+        streams.append(
+            {
+                "id": f"s{k}",
+                "rate": {
+                    "kind": "bursty",
+                    "low": 300,
+                    "high": 1500 + 200 * k,
+                    "on_s": 10 + 5 * k,
+                    "off_s": 15,
+                    "phase_s": 7 * k,
+                    "jitter": 0.2,
+                },
+            }
+        )
+    costs = [
+        [300, 120, 200, 80, 160, 100, 240, 60, 180, 90, 140, 110, 70],
+        [250, 90, 150, 200, 60, 120, 80, 170, 130, 100, 210, 75],
+        [180, 220, 70, 140, 90, 260, 110, 60, 150, 95, 130, 85, 120],
+        [200, 100, 160, 80, 240, 70, 130, 190, 90, 110, 150, 60],
+    ]
+    for k, c in enumerate(costs):
+        ops += chain(f"s{k}", f"r{k}_", [float(x) for x in c], sel=0.95)
+    write(
+        "bursty-rod",
+        {
+            "description": "ROD's setting: 10 nodes, 50 operators over 4 bursty streams.",
+            "seed": 2,
+            "duration_s": 600,
+            "cluster": nodes(10),
+            "streams": streams,
+            "operators": ops,
+            "controller": {"placement": {"method": "rod"}},
+        },
+    )
+    write(
+        "zipf-hotkey-shift",
+        {
+            "description": "Zipf 1.3 keys whose hot set rotates every 150 s; a keyed windowed count.",
+            "seed": 3,
+            "duration_s": 600,
+            "cluster": nodes(10),
+            "streams": [
+                {
+                    "id": "events",
+                    "rate": {"kind": "constant", "rate": 20000},
+                    "keys": {
+                        "space": 10000,
+                        "distribution": "zipf",
+                        "s": 1.3,
+                        "shifts": [
+                            {"at_s": 150, "rotate": 50},
+                            {"at_s": 300, "rotate": 50},
+                            {"at_s": 450, "rotate": 50},
+                        ],
+                    },
+                }
+            ],
+            "operators": [
+                {"id": "parse", "kind": "map", "inputs": ["events"], "cost_us": 20},
+                {
+                    "id": "count",
+                    "kind": "aggregate",
+                    "inputs": ["parse"],
+                    "cost_us": 200,
+                    "key_groups": 50,
+                    "window": {"size_s": 10, "slide_s": 10},
+                    "state_bytes_per_key_group": 2e5,
+                },
+            ],
+            "controller": {"partitioner": "dchoices"},
+        },
+    )
+    write(
+        "zipf-moderate",
+        {
+            "description": "Zipf 1.0 over 10,000 keys: a skew that two choices (PKG) can balance.",
+            "seed": 4,
+            "duration_s": 300,
+            "cluster": nodes(10),
+            "streams": [
+                {
+                    "id": "events",
+                    "rate": {"kind": "constant", "rate": 20000},
+                    "keys": {"space": 10000, "distribution": "zipf", "s": 1.0},
+                }
+            ],
+            "operators": [
+                {
+                    "id": "count",
+                    "kind": "aggregate",
+                    "inputs": ["events"],
+                    "cost_us": 40,
+                    "key_groups": 10,
+                    "window": {"size_s": 10, "slide_s": 10},
+                }
+            ],
+            "controller": {"partitioner": "pkg"},
+        },
+    )
+    write(
+        "seed-groupby-window",
+        {
+            "description": "SELECT k, count(*) FROM s WHERE v > 10 GROUP BY k, window 60 s slide 1 s.",
+            "seed": 5,
+            "duration_s": 300,
+            "cluster": nodes(2),
+            "streams": [
+                {
+                    "id": "s",
+                    "rate": {"kind": "sine", "base": 3000, "amplitude": 1000, "period_s": 60},
+                    "keys": {"space": 1000, "distribution": "zipf", "s": 1.3},
+                }
+            ],
+            "operators": [
+                {
+                    "id": "filter_v",
+                    "kind": "filter",
+                    "inputs": ["s"],
+                    "cost_us": 15,
+                    "selectivity": 0.9,
+                    "params": {"column": "v", "op": ">", "value": 10},
+                },
+                {
+                    "id": "count_k",
+                    "kind": "aggregate",
+                    "inputs": ["filter_v"],
+                    "cost_us": 200,
+                    "key_groups": 8,
+                    "window": {"size_s": 60, "slide_s": 1},
+                    "params": {"key": "k", "agg": "count"},
+                    "state_bytes_per_key_group": 5e4,
+                },
+            ],
+            "controller": {
+                "interval_s": 5,
+                "placement": {"method": "least-loaded"},
+                "partitioner": "dchoices",
+            },
+        },
+    )
+    write(
+        "seed-join-groupby",
+        {
+            "description": "R join S on R.a = S.b (window 5 min slide 30 s), S.c < 100, group by R.a, count.",
+            "seed": 6,
+            "duration_s": 600,
+            "cluster": nodes(3),
+            "streams": [
+                {
+                    "id": "R",
+                    "rate": {"kind": "constant", "rate": 1000},
+                    "keys": {"space": 500, "distribution": "zipf", "s": 1.1},
+                },
+                {
+                    "id": "S",
+                    "rate": {"kind": "sine", "base": 800, "amplitude": 400, "period_s": 120},
+                    "keys": {"space": 500, "distribution": "uniform"},
+                },
+            ],
+            "operators": [
+                {
+                    "id": "filter_c",
+                    "kind": "filter",
+                    "inputs": ["S"],
+                    "cost_us": 10,
+                    "selectivity": 0.4,
+                    "params": {"column": "c", "op": "<", "value": 100},
+                },
+                {
+                    "id": "join_ab",
+                    "kind": "join",
+                    "inputs": ["R", "filter_c"],
+                    "cost_us": 150,
+                    "selectivity": 0.5,
+                    "key_groups": 6,
+                    "window": {"size_s": 300, "slide_s": 30},
+                    "params": {"left_key": "a", "right_key": "b"},
+                },
+                {
+                    "id": "count_a",
+                    "kind": "aggregate",
+                    "inputs": ["join_ab"],
+                    "cost_us": 60,
+                    "key_groups": 6,
+                    "window": {"size_s": 300, "slide_s": 30},
+                    "params": {"key": "a", "agg": "count"},
+                },
+            ],
+        },
+    )
+    lat = [1, 2, 5, 11]
+    write(
+        "heterogeneous-1-2-5-11",
+        {
+            "description": "4 workers whose latency (time per unit of work) is in ratio 1:2:5:11.",
+            "seed": 7,
+            "duration_s": 300,
+            "cluster": {
+                "nodes": [
+                    {"id": f"w{i}", "capacity": round(1.0 / x, 4), "latency_ms": float(x)}
+                    for i, x in enumerate(lat)
+                ]
+            },
+            "streams": [
+                {
+                    "id": "events",
+                    "rate": {"kind": "constant", "rate": 4000},
+                    "keys": {"space": 5000, "distribution": "zipf", "s": 1.1},
+                }
+            ],
+            "operators": [
+                {
+                    "id": "count",
+                    "kind": "aggregate",
+                    "inputs": ["events"],
+                    "cost_us": 80,
+                    "key_groups": 16,
+                    "window": {"size_s": 10, "slide_s": 10},
+                }
+            ],
+            "controller": {"partitioner": "ecapa"},
+        },
+    )
+    write(
+        "overload-ramp",
+        {
+            "description": "Input ramps to 2x the cluster's capacity; two queries share a prefix (a split).",
+            "seed": 8,
+            "duration_s": 600,
+            "cluster": nodes(3),
+            "streams": [
+                {
+                    "id": "a",
+                    "rate": {"kind": "ramp", "start": 1000, "end": 4000, "from_s": 60, "to_s": 420},
+                },
+                {
+                    "id": "b",
+                    "rate": {"kind": "ramp", "start": 1000, "end": 4000, "from_s": 60, "to_s": 420},
+                },
+            ],
+            "operators": [
+                {"id": "pa", "kind": "map", "inputs": ["a"], "cost_us": 100},
+                {"id": "qa1", "kind": "map", "inputs": ["pa"], "cost_us": 300, "weight": 1.0},
+                {"id": "qa2", "kind": "map", "inputs": ["pa"], "cost_us": 150, "weight": 2.0},
+                {"id": "pb", "kind": "map", "inputs": ["b"], "cost_us": 150},
+                {"id": "qb", "kind": "map", "inputs": ["pb"], "cost_us": 200, "weight": 1.0},
+            ],
+            "controller": {"interval_s": 5, "shedding": {"method": "lp", "headroom": 0.95}},
+        },
+    )
+    streams = [
+        {
+            "id": f"s{k}",
+            "rate": {
+                "kind": "sine",
+                "base": 900,
+                "amplitude": 300,
+                "period_s": 90,
+                "phase_s": 20 * k,
+            },
+        }
+        for k in range(3)
+    ]
+    ops = []
+    for k in range(3):
+        ops += chain(f"s{k}", f"f{k}_", [150.0, 200.0, 120.0, 180.0])
+    write(
+        "failure-storm",
+        {
+            "description": "6 nodes: two kills, a permanent loss and a slow node.",
+            "seed": 9,
+            "duration_s": 600,
+            "cluster": nodes(6),
+            "streams": streams,
+            "operators": ops,
+            "faults": [
+                {"at_s": 100, "kind": "kill", "node": "n1", "duration_s": 30},
+                {"at_s": 200, "kind": "slow", "node": "n2", "factor": 3.0, "duration_s": 60},
+                {"at_s": 300, "kind": "lose", "node": "n3"},
+                {"at_s": 420, "kind": "kill", "node": "n4", "duration_s": 20},
+            ],
+            "controller": {"ha": {"policy": "upstream"}},
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT, SCENARIOS
+
+KEYS = {
+    "scenario",
+    "substrate",
+    "placement",
+    "ticks",
+    "throughput",
+    "mean_latency",
+    "p99_latency",
+    "node_load_variance_mean",
+    "mean_pairwise_node_correlation",
+    "migrations",
+    "dropped_fraction",
+    "lost_tuples",
+    "duplicate_tuples",
+}
+EXE = str(Path(sys.executable).parent / "trimtab")
+
+
+def test_replay_json_keys() -> None:
+    r = subprocess.run(
+        [
+            EXE,
+            "replay",
+            str(SCENARIOS / "anticorrelated-diurnal.yaml"),
+            "--substrate",
+            "sim",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
+    out = json.loads(r.stdout)
+    assert set(out) >= KEYS
+    assert out["substrate"] == "sim" and out["ticks"] == 1200
+    assert out["throughput"] > 0
+
+
+def test_replay_report_and_ticks(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [
+            EXE,
+            "replay",
+            str(SCENARIOS / "failure-storm.yaml"),
+            "--ticks",
+            "150",
+            "--seed",
+            "3",
+            "--report",
+            str(tmp_path / "rep"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stderr
+    for f in (
+        "node_load.csv",
+        "streams.csv",
+        "node_load.png",
+        "heatmap.png",
+        "correlation_before.png",
+        "report.html",
+    ):
+        assert (tmp_path / "rep" / f).stat().st_size > 0
+    assert "failure-storm" in r.stdout
+
+
+def test_unknown_placement_is_usage_error() -> None:
+    r = subprocess.run(
+        [EXE, "replay", str(SCENARIOS / "bursty-rod.yaml"), "--placement", "nope"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert r.returncode == 2 and "placement" in r.stderr

@@ -1,0 +1,150 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from core.scenario import ScenarioError, load_scenario
+from core.workload import key_epochs, key_group_shares, rates, sample_keys
+from tests.conftest import ROOT, SCENARIOS
+
+BASE = {
+    "name": "t",
+    "duration_s": 20,
+    "cluster": {"nodes": [{"id": "a"}, {"id": "b"}]},
+    "streams": [{"id": "s", "rate": {"kind": "constant", "rate": 10}}],
+    "operators": [{"id": "o", "kind": "map", "inputs": ["s"], "cost_us": 100}],
+}
+
+
+def write(tmp_path: Path, data: dict) -> Path:
+    p = tmp_path / "sc.yaml"
+    p.write_text(yaml.safe_dump(data))
+    return p
+
+
+def test_all_shipped_scenarios_validate() -> None:
+    files = sorted(SCENARIOS.glob("*.yaml"))
+    assert len(files) >= 9
+    for f in files:
+        load_scenario(f)
+
+
+def with_(path: str, value: object) -> dict:
+    import copy
+
+    d = copy.deepcopy(BASE)
+    cur = d
+    keys = path.split(".")
+    for k in keys[:-1]:
+        cur = cur[int(k)] if k.isdigit() else cur[k]
+    last = keys[-1]
+    if value is KeyError:
+        del cur[last]
+    else:
+        cur[int(last) if last.isdigit() else last] = value
+    return d
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [
+        ("cluster.nodes.0.capacity", -1, "cluster.nodes.0.capacity"),
+        ("streams.0.rate", {"kind": "sine", "base": 1}, "streams.0.rate.amplitude"),
+        ("streams.0.rate", {"kind": "warp"}, "streams.0.rate"),
+        ("operators.0.kind", "teleport", "operators.0.kind"),
+        ("operators.0.inputs", ["nope"], "unknown input 'nope'"),
+        ("operators.0.cost_us", KeyError, "operators.0.cost_us"),
+        ("name", KeyError, "name"),
+        ("bogus", 1, "bogus"),
+        ("faults", [{"at_s": 1, "kind": "kill", "node": "zz"}], "faults.0.node"),
+        ("faults", [{"at_s": -1, "kind": "kill", "node": "a"}], "faults.0.at_s"),
+        ("faults", [{"at_s": 1, "kind": "slow", "node": "a"}], "factor"),
+        ("streams.0.keys", {"distribution": "pareto"}, "streams.0.keys.distribution"),
+        ("controller", {"interval_s": 0}, "controller.interval_s"),
+        ("schema_version", 2, "schema_version"),
+    ],
+)
+def test_validation_errors_name_the_field(
+    tmp_path: Path, path: str, value: object, expected: str
+) -> None:
+    with pytest.raises(ScenarioError) as ei:
+        load_scenario(write(tmp_path, with_(path, value)))
+    assert expected in str(ei.value)
+
+
+def test_missing_and_unparsable_files(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match="file not found"):
+        load_scenario(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [unclosed")
+    with pytest.raises(ScenarioError, match="not valid YAML"):
+        load_scenario(bad)
+    bad.write_text("- a list")
+    with pytest.raises(ScenarioError, match="mapping"):
+        load_scenario(bad)
+
+
+def test_cli_exits_nonzero_with_one_line(tmp_path: Path) -> None:
+    exe = str(Path(sys.executable).parent / "trimtab")
+    p = write(tmp_path, with_("cluster.nodes.0.capacity", -1))
+    r = subprocess.run([exe, "replay", str(p), "--json"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cluster.nodes.0.capacity" in lines[0]
+    r = subprocess.run(
+        [exe, "replay", str(tmp_path / "missing.yaml")], capture_output=True, text=True
+    )
+    assert (
+        r.returncode == 2 and "missing.yaml" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    )
+
+
+def test_rate_processes(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.csv"
+    trace.write_text("t_s,rate\n0,10\n10,30\n")
+    d = dict(
+        BASE,
+        streams=[
+            {"id": "c", "rate": {"kind": "constant", "rate": 5}},
+            {"id": "st", "rate": {"kind": "step", "rate": 1, "steps": [[5, 9]]}},
+            {"id": "si", "rate": {"kind": "sine", "base": 10, "amplitude": 20, "period_s": 8}},
+            {"id": "b", "rate": {"kind": "bursty", "low": 1, "high": 7, "on_s": 2, "off_s": 3}},
+            {
+                "id": "w",
+                "rate": {"kind": "random_walk", "start": 5, "sigma": 3, "low": 0, "high": 10},
+            },
+            {"id": "r", "rate": {"kind": "ramp", "start": 0, "end": 10, "from_s": 0, "to_s": 10}},
+            {"id": "t", "rate": {"kind": "trace", "path": "trace.csv"}},
+        ],
+        operators=[{"id": "o", "kind": "map", "inputs": ["c"], "cost_us": 100}],
+    )
+    sc = load_scenario(write(tmp_path, d))
+    r = rates(sc)
+    assert r.shape == (20, 7)
+    assert np.all(r[:, 0] == 5)
+    assert r[4, 1] == 1 and r[5, 1] == 9
+    assert r[:, 2].min() == 0  # clipped at zero
+    assert set(np.unique(r[:, 3])) <= {1.0, 7.0}
+    assert r[:, 4].min() >= 0 and r[:, 4].max() <= 10
+    assert r[5, 5] == pytest.approx(5)
+    assert r[5, 6] == pytest.approx(20) and r[15, 6] == pytest.approx(30)
+    np.testing.assert_array_equal(r, rates(sc))  # deterministic by seed
+
+
+def test_hot_key_shift_rotates_the_hot_set() -> None:
+    from core.scenario import KeySpec
+
+    ep = key_epochs(
+        KeySpec(space=100, distribution="zipf", s=1.5, shifts=[{"at_s": 10, "rotate": 7}])
+    )
+    assert ep.epoch_at(np.array([0.0, 9.9, 10.0])).tolist() == [0, 0, 1]
+    assert int(np.argmax(ep.probs[0])) == 0 and int(np.argmax(ep.probs[1])) == 7
+    shares = key_group_shares(ep.probs[0], 4)
+    assert shares.sum() == pytest.approx(1.0)
+    keys = sample_keys(ep.probs[0], 20000, np.random.default_rng(0))
+    assert np.bincount(keys).argmax() == 0 and keys.max() < 100
