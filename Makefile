@@ -29,7 +29,7 @@ test: setup lint
 	$(BIN)/python -m pytest -q -m "" tests core placement partitioners shedding ha
 
 bench: setup
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python -m bench.bench_simulator
 
 clean:
 	rm -rf $(VENV) build *.egg-info reports

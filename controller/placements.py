@@ -1,36 +1,136 @@
-"""Registers every placement method with the controller's registry.
+"""Placement methods as the controller uses them, registered for ``--placement``.
 
-Importing this module makes the names usable with ``--placement``.
+Each adapter turns a pure algorithm from ``placement/`` into a ``PlacementMethod``: an initial
+assignment and a periodic round. Correlation methods start from least-loaded, run the global
+greedy once the window holds ``window_k`` samples (the Borealis warm-up), then run pair-wise
+rounds (one-way, two-way or selective) every control interval.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
 from controller.policy import (
     PLACEMENTS,
+    Array,
     Context,
     IntArray,
     LeastLoaded,
     RebalanceResult,
     register_placement,
 )
+from core import loadstats
+from placement import baselines, correlation
+from placement.rod import rod
 
-__all__ = ["DEMO_PLACEMENTS", "PLACEMENTS", "Fixed", "LeastLoaded"]
+__all__ = ["DEMO_PLACEMENTS", "PLACEMENTS", "Correlation", "Fixed", "LeastLoaded", "Static"]
 
-DEMO_PLACEMENTS: tuple[str, ...] = ("least-loaded",)
+DEMO_PLACEMENTS: tuple[str, ...] = ("llf", "correlation-oneway", "correlation-selective", "rod")
+
+
+class _Base:
+    name = "base"
+
+    def __init__(self, params: dict[str, float] | None = None) -> None:
+        self.params = dict(params or {})
+
+    def rebalance(
+        self, ctx: Context, unit_x: Array, assign: IntArray, alive: np.ndarray
+    ) -> RebalanceResult:
+        return RebalanceResult(assign.copy(), f"{self.name}: static placement, no periodic moves")
+
+
+class Static(_Base):
+    """A static placement computed once from the load model."""
+
+    def __init__(self, name: str, params: dict[str, float] | None = None) -> None:
+        super().__init__(params)
+        self.name = name
+
+    def initial(self, ctx: Context, unit_x: Array | None) -> IntArray:
+        load = ctx.expected_unit_load() if unit_x is None else loadstats.means(unit_x)
+        cap = ctx.cluster.capacities()
+        if self.name == "llf":
+            return baselines.llf(load, cap, ctx.cluster.alive())
+        if self.name == "random":
+            return baselines.random_placement(
+                ctx.units.m, cap.size, int(self.params.get("seed", ctx.seed))
+            )
+        if self.name == "connected":
+            return baselines.connected(load, cap, ctx.units.edges)
+        if self.name == "rod":
+            return rod(
+                ctx.units.coeff, cap, ctx.units.edges, seed=int(self.params.get("seed", ctx.seed))
+            )
+        raise ValueError(f"placement: unknown static method {self.name!r}")
+
+
+for _name in ("llf", "random", "connected", "rod"):
+    register_placement(_name)(lambda params, _n=_name: Static(_n, params))
+
+
+class Correlation(_Base):
+    """Borealis correlation-based placement with one-way, two-way or selective rounds."""
+
+    def __init__(self, method: correlation.Method, params: dict[str, float] | None = None) -> None:
+        super().__init__(params)
+        self.method: correlation.Method = method
+        self.name = f"correlation-{method}"
+        fields = correlation.CorrelationParams.__dataclass_fields__
+        self.p = correlation.CorrelationParams(
+            **{k: float(v) for k, v in self.params.items() if k in fields}
+        )  # type: ignore[arg-type]
+        self.global_done = False
+
+    def initial(self, ctx: Context, unit_x: Array | None) -> IntArray:
+        if unit_x is None or unit_x.shape[1] < self.p.min_samples:
+            return LeastLoaded().initial(ctx, unit_x)
+        return correlation.initial_placement(unit_x, ctx.cluster.capacities(), self.p)
+
+    def rebalance(
+        self, ctx: Context, unit_x: Array, assign: IntArray, alive: np.ndarray
+    ) -> RebalanceResult:
+        cap = ctx.cluster.capacities()
+        if not self.global_done and unit_x.shape[1] >= ctx.settings.window_k and alive.all():
+            self.global_done = True
+            new = correlation.initial_placement(unit_x, cap, self.p)
+            return RebalanceResult(
+                new, "global correlation placement after warm-up", {"phase": "global"}
+            )
+        res = correlation.pairwise_round(unit_x, assign, cap, alive, self.method, self.p)
+        moves: list[dict[str, Any]] = [
+            {
+                "unit": ctx.units.ids[mv.unit],
+                "from": ctx.cluster.ids[mv.src],
+                "to": ctx.cluster.ids[mv.dst],
+                "score": mv.score,
+                "load": mv.load,
+            }
+            for mv in res.moves
+        ]
+        reason = (
+            f"{self.method}: {len(res.pairs)} imbalanced pair(s), {len(moves)} move(s)"
+            if res.pairs
+            else "no node pair differs by the load threshold"
+        )
+        return RebalanceResult(
+            res.assignment, reason, {"phase": "pairwise", "pairs": res.pairs, "moves": moves}
+        )
+
+
+for _m in ("oneway", "twoway", "selective"):
+    register_placement(f"correlation-{_m}")(lambda params, _m=_m: Correlation(_m, params))
 
 
 @register_placement("fixed")
-class Fixed:
+class Fixed(_Base):
     """Operators pinned to nodes by ``controller.placement.fixed``; other units least-loaded."""
 
     name = "fixed"
 
-    def __init__(self, params: dict[str, float] | None = None) -> None:
-        self.params = params or {}
-
-    def initial(self, ctx: Context, unit_x: np.ndarray | None) -> IntArray:
+    def initial(self, ctx: Context, unit_x: Array | None) -> IntArray:
         base = LeastLoaded().initial(ctx, unit_x)
         pins = ctx.settings.placement.fixed
         ops = ctx.network.op_ids
@@ -38,8 +138,3 @@ class Fixed:
             if ops[i] in pins:
                 base[u] = ctx.cluster.ids.index(pins[ops[i]])
         return base
-
-    def rebalance(
-        self, ctx: Context, unit_x: np.ndarray, assign: IntArray, alive: np.ndarray
-    ) -> RebalanceResult:
-        return RebalanceResult(assign.copy(), "fixed placement: no periodic moves")

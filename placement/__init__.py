@@ -1,1 +1,1 @@
-"""placement package."""
+"""Operator placement: correlation-based (Borealis), ROD, feasible-set size and baselines."""

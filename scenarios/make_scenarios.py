@@ -116,7 +116,7 @@ def main() -> None:
             },
         },
     )
-    # bursty-rod: 10 nodes, 50 operators, 4 bursty streams; chains of mixed cost.
+    # bursty-rod: 10 nodes, 50 operators, 4 bursty streams.
     streams, ops = [], []
     for k in range(4):
         streams.append(
@@ -133,14 +133,20 @@ def main() -> None:
                 },
             }
         )
-    costs = [
-        [300, 120, 200, 80, 160, 100, 240, 60, 180, 90, 140, 110, 70],
-        [250, 90, 150, 200, 60, 120, 80, 170, 130, 100, 210, 75],
-        [180, 220, 70, 140, 90, 260, 110, 60, 150, 95, 130, 85, 120],
-        [200, 100, 160, 80, 240, 70, 130, 190, 90, 110, 150, 60],
-    ]
-    for k, c in enumerate(costs):
-        ops += chain(f"s{k}", f"r{k}_", [float(x) for x in c], sel=0.95)
+    # Ten queries of five operators; each starts with a union of two streams, so operator loads
+    # mix streams (as in ROD's experiments); costs vary along each query.
+    pairs = [(0, 1), (2, 3), (0, 2), (1, 3), (0, 3), (1, 2), (0, 1), (2, 3), (0, 2), (1, 3)]
+    for q, (a, b) in enumerate(pairs):
+        ops.append(
+            {
+                "id": f"q{q}_u",
+                "kind": "union",
+                "inputs": [f"s{a}", f"s{b}"],
+                "cost_us": 20.0 + 5 * q,
+            }
+        )
+        costs = [60.0 + 11 * ((q + i) % 5) for i in range(1, 5)]
+        ops += chain(f"q{q}_u", f"q{q}_", costs, sel=0.95)
     write(
         "bursty-rod",
         {

@@ -1,0 +1,52 @@
+"""Shared helpers for the benchmark scripts: environment facts and BENCHMARKS.md sections."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "BENCHMARKS.md"
+
+
+def environment() -> str:
+    """One line describing the machine and versions."""
+    import numpy as np
+
+    mem = ""
+    try:
+        kb = int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1))  # type: ignore[union-attr]
+        mem = f", {kb / 2**20:.0f} GiB"
+    except (OSError, AttributeError):
+        pass
+    return (
+        f"{os.cpu_count()} cores{mem}, Python {platform.python_version()}, numpy {np.__version__}; "
+        "single run, rough"
+    )
+
+
+def best_of(fn: Callable[[], object], repeat: int = 3) -> float:
+    """Best wall time of ``repeat`` calls, in seconds."""
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def write_section(name: str, body: str) -> None:
+    """Replace (or append) the section ``## name`` of BENCHMARKS.md."""
+    text = (
+        BENCHMARKS.read_text()
+        if BENCHMARKS.exists()
+        else "# Benchmarks\n\nEvery number here was produced by the command shown with it, on the machine described.\n"
+    )
+    pattern = re.compile(rf"^## {re.escape(name)}\n.*?(?=^## |\Z)", re.S | re.M)
+    section = f"## {name}\n\n{body.strip()}\n\n"
+    text = pattern.sub(section, text) if pattern.search(text) else text.rstrip() + "\n\n" + section
+    BENCHMARKS.write_text(text)

@@ -1,0 +1,86 @@
+"""Side-by-side runs: ``compare`` replays several placements on the same seeds; ``place``
+reports static placements with their feasible-set ratio, node loads and inter-node arcs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from controller.placements import PLACEMENTS, Correlation, Static
+from controller.replay import make_context, replay_sim
+from core import loadstats
+from core.scenario import Scenario
+from core.workload import rates
+from placement import baselines, correlation
+from placement.feasible import feasible_set_ratio, min_plane_distance
+
+__all__ = ["compare", "place"]
+
+
+def compare(scenario: Scenario, placements: list[str], seeds: int = 1) -> list[dict[str, Any]]:
+    """Mean of each replay key per placement over seeds ``scenario.seed .. + seeds - 1``."""
+    out = []
+    for name in placements:
+        runs = [
+            replay_sim(scenario, placement=name, seed=scenario.seed + s).summary
+            for s in range(seeds)
+        ]
+        row: dict[str, Any] = dict(runs[0])
+        for k, v in runs[0].items():
+            if (
+                isinstance(v, int | float)
+                and not isinstance(v, bool)
+                and k not in ("ticks", "seed")
+            ):
+                row[k] = float(np.mean([r[k] for r in runs]))
+        row["seeds"] = seeds
+        out.append(row)
+    return out
+
+
+def _model_series(scenario: Scenario, k: int = 10) -> np.ndarray:
+    """Per-unit load series from the workload model over the first k*10 ticks, averaged to k samples."""
+    ctx = make_context(scenario)
+    r = rates(scenario) / scenario.tick_s  # (T, d)
+    x = ctx.units.coeff @ r.T  # (m, T)
+    t = (x.shape[1] // k) * k
+    return x[:, :t].reshape(x.shape[0], k, -1).mean(axis=2) if t else x
+
+
+def place(scenario: Scenario, algorithms: list[str], points: int = 2**14) -> list[dict[str, Any]]:
+    """Static placements with ``feasible_set_ratio``, node mean loads and inter-node arcs."""
+    ctx = make_context(scenario)
+    cap = ctx.cluster.capacities()
+    out = []
+    for name in algorithms:
+        if name == "correlation":
+            a = correlation.initial_placement(_model_series(scenario), cap)
+        elif name in ("rod", "llf", "random", "connected"):
+            a = Static(name, {}).initial(ctx, None)
+        elif name in PLACEMENTS:
+            m = PLACEMENTS[name]({})
+            a = (
+                m.initial(ctx, None)
+                if not isinstance(m, Correlation)
+                else correlation.initial_placement(_model_series(scenario), cap)
+            )
+        else:
+            raise ValueError(
+                f"algorithm: unknown placement {name!r} (known: {', '.join(sorted(PLACEMENTS))}, correlation)"
+            )
+        fs = feasible_set_ratio(ctx.units.coeff, a, cap, points=points, seed=scenario.seed)
+        load = loadstats.node_series(ctx.expected_unit_load()[:, None], a, cap.size)[:, 0]
+        out.append(
+            {
+                "algorithm": name,
+                "feasible_set_ratio": fs.ratio,
+                "feasible_set_error": fs.error,
+                "qmc_points": fs.points,
+                "min_plane_distance": min_plane_distance(ctx.units.coeff, a, cap),
+                "node_mean_loads": [round(float(v), 6) for v in load],
+                "inter_node_arcs": baselines.inter_node_arcs(ctx.units.edges, a),
+                "assignment": {ctx.units.ids[u]: ctx.cluster.ids[int(a[u])] for u in range(a.size)},
+            }
+        )
+    return out
