@@ -96,9 +96,10 @@ def node_series(op_series: Array, assignment: NDArray[np.int64], n: int) -> Arra
     >>> node_series(np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]), np.array([0, 1, 0]), 2).tolist()
     [[6.0, 8.0], [3.0, 4.0]]
     """
-    out = np.zeros((n, op_series.shape[1]))
-    np.add.at(out, assignment, op_series)
-    return out
+    k = op_series.shape[1]
+    if k == 0:
+        return np.zeros((n, 0))
+    return np.stack([np.bincount(assignment, op_series[:, t], n) for t in range(k)], axis=1)
 
 
 def pairwise_mean_correlation(node_x: Array) -> float:

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from placement import baselines
+from placement.feasible import feasible_set_ratio
+from placement.rod import rod
+
+CHAINS = np.array([[1.0, 0], [1, 0], [0, 1], [0, 1]])
+EDGES = np.array([[0, 1], [2, 3]])
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_rod_returns_the_cut_plan(seed: int) -> None:
+    a = rod(CHAINS, np.ones(2), EDGES, seed=seed)
+    assert a[0] != a[1] and a[2] != a[3]
+
+
+def test_slides_example_cut_beats_connected() -> None:
+    cut = rod(CHAINS, np.ones(2), EDGES)
+    conn = baselines.connected(np.ones(4), np.ones(2), EDGES)
+    assert conn.tolist() == [0, 0, 1, 1]
+    fc = feasible_set_ratio(CHAINS, cut, np.ones(2), points=2**16)
+    fn = feasible_set_ratio(CHAINS, conn, np.ones(2), points=2**16)
+    assert fc.ratio == pytest.approx(1.0, abs=0.005)
+    assert fn.ratio == pytest.approx(0.5, abs=0.005)
+
+
+def test_fractional_example() -> None:
+    c = np.array([[2.0, 0], [1, 0], [0, 1], [0, 2]])
+    exact = {(0, 1, 0, 1): 0.75, (0, 1, 1, 0): 0.5625, (0, 0, 1, 1): 0.5, (0, 0, 0, 1): 0.5625}
+    for a, r in exact.items():
+        assert feasible_set_ratio(c, np.array(a), np.ones(2), points=2**16).ratio == pytest.approx(
+            r, abs=0.005
+        )
+    a = rod(c, np.ones(2), np.array([[0, 1], [2, 3]]))
+    assert a[0] == a[2] and a[1] == a[3] and a[0] != a[1]
+
+
+def test_ideal_plan_is_one_within_error() -> None:
+    c = np.array([[1.0, 2.0], [1.0, 2.0], [1.0, 2.0]])
+    f = feasible_set_ratio(c, np.array([0, 1, 2]), np.ones(3))
+    assert abs(f.ratio - 1.0) <= max(3 * f.error, 1e-9)
+
+
+@given(st.integers(1, 3), st.integers(2, 4), st.integers(0, 100))
+def test_ratio_properties(d: int, n: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    c = rng.random((6, d)) + 0.01
+    a = rng.integers(0, n, 6)
+    f = feasible_set_ratio(c, a, np.ones(n), points=2**10)
+    assert 0.0 <= f.ratio <= 1.0
+    more = feasible_set_ratio(c, a, np.full(n, 1.0) + np.eye(n)[0], points=2**10)
+    all_one = feasible_set_ratio(c, np.zeros(6, dtype=np.int64), np.ones(n), points=2**12)
+    assert all_one.ratio == pytest.approx((1 / n) ** d, abs=0.02)
+    assert more.ratio >= 0.0
+
+
+def test_lower_bound_avoids_infeasible_node() -> None:
+    # node 0 already would be infeasible at b for stream 0: ROD must use node 1
+    c = np.array([[3.0, 0.0], [1.0, 1.0]])
+    a = rod(c, np.ones(2), lower_bound=np.array([0.5, 0.0]))
+    assert a[0] != a[1]
+
+
+def test_baselines_place_each_once() -> None:
+    load = np.array([3.0, 1.0, 2.0, 2.0])
+    assert baselines.llf(load, np.ones(2)).tolist() == [0, 0, 1, 1]
+    r = baselines.random_placement(7, 3, seed=1)
+    assert sorted(np.bincount(r).tolist()) == [2, 2, 3]
+    assert baselines.inter_node_arcs(EDGES, np.array([0, 1, 0, 0])) == 1
