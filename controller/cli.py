@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -184,6 +185,70 @@ def place_cmd(
             "algorithm",
         )
     )
+
+
+@app.command("shed")
+def shed_cmd(
+    scenario: Annotated[Path, typer.Argument(help="scenario file (YAML)")],
+    at: Annotated[float | None, typer.Option(help="input rates at this time (s)")] = None,
+    peak: Annotated[bool, typer.Option(help="input rates at the peak total rate")] = False,
+    method: Annotated[
+        str, typer.Option(help="comma-separated: lp,fit,uniform,local,none")
+    ] = "lp,fit,uniform,local",
+    json_out: Annotated[
+        bool, typer.Option("--json", help="print a JSON list, one object per method")
+    ] = False,
+) -> None:
+    """Shedding plans for the scenario's placement: keep fractions, weighted output, node loads, shadow prices.
+
+    Example: trimtab shed scenarios/seed-shedding-2node.yaml --method lp,uniform,local
+    """
+    from controller.replay import make_policy
+    from controller.shedding import shed_model, solve
+    from core.workload import rates as rate_matrix
+
+    sc = _load(scenario)
+    r = rate_matrix(sc) / sc.tick_s
+    if at is not None:
+        if not 0 <= at < sc.duration_s:
+            _fail(f"--at: {at} is outside the scenario's [0, {sc.duration_s}) seconds")
+        row = int(at / sc.tick_s)
+    elif peak:
+        row = int(np.argmax(r.sum(axis=1)))
+    else:
+        row = 0
+    try:
+        policy = make_policy(sc)
+        plan = policy.initial_plan()
+        ctx = policy.ctx
+        model = shed_model(ctx.network, ctx.units, plan.placement.as_array(), ctx.cluster.n, r[row])
+        h = sc.controller.shedding.headroom
+        rows = [
+            solve(m.strip(), model, ctx.cluster.capacities(), h, ctx.cluster.ids).model_dump()
+            for m in method.split(",")
+            if m.strip()
+        ]
+    except ValueError as e:
+        _fail(str(e))
+    for x in rows:
+        x["time_s"] = row * sc.tick_s
+        x["keep"] = dict(zip(x["locations"], x["keep"], strict=True))
+    if json_out:
+        print(json.dumps(rows, default=float))
+        return
+    t = Table()
+    for c in ("method", "keep", "weighted output", "node loads", "shadow prices", "solve ms"):
+        t.add_column(c)
+    for x in rows:
+        t.add_row(
+            x["method"],
+            ", ".join(f"{k}={v:.4g}" for k, v in x["keep"].items()),
+            f"{x['objective']:.6g}",
+            ", ".join(f"{k}={v:.3g}" for k, v in x["node_loads"].items()),
+            ", ".join(f"{k}={v:.3g}" for k, v in x["shadow_prices"].items()),
+            f"{x['solve_time_s'] * 1000:.1f}",
+        )
+    Console().print(t)
 
 
 @app.command()

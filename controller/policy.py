@@ -174,7 +174,37 @@ class ControlPolicy:
         return Plan(version=0, placement=pl, reason=f"initial placement by {self.placement.name}")
 
     def decide(self, unit_x: Array, node_x: Array, plan: Plan, obs: Observation) -> Decision:
-        """One control round over the window ``unit_x`` (m, k) and ``node_x`` (n, k)."""
+        """One control round: placement (with failure evacuation), then shedding on its result."""
+        d = self._decide_placement(unit_x, node_x, plan, obs)
+        method = self.ctx.settings.shedding.method
+        if method == "none" or obs.input_rates.shape[1] == 0:
+            return d
+        from controller.shedding import decide_shedding, shed_model
+
+        base = d.plan or plan
+        rates = obs.input_rates[:, -min(3, obs.input_rates.shape[1]) :].mean(axis=1)
+        alive = np.array([st in (NodeStatus.UP, NodeStatus.SUSPECTED) for st in obs.node_status])
+        cap = self.ctx.cluster.capacities() * alive
+        model = shed_model(
+            self.ctx.network, self.ctx.units, base.placement.as_array(), cap.size, rates
+        )
+        sd = decide_shedding(
+            method, self.ctx.settings.shedding.headroom, model, cap, base.shed, self.ctx.cluster.ids
+        )
+        details = {**d.details, "shed": sd.details}
+        if sd.shed is None:
+            return Decision(d.plan, d.kind, d.reason + "; " + sd.reason, details)
+        if d.plan is None:
+            new = base.next(shed=sd.shed, reason=sd.reason)
+        else:
+            new = d.plan.model_copy(update={"shed": sd.shed})
+        kind = "shed" if d.plan is None else d.kind + "+shed"
+        return Decision(new, kind, (d.reason + "; " if d.plan else "") + sd.reason, details)
+
+    def _decide_placement(
+        self, unit_x: Array, node_x: Array, plan: Plan, obs: Observation
+    ) -> Decision:
+        """One placement round over the window ``unit_x`` (m, k) and ``node_x`` (n, k)."""
         self.rounds += 1
         s = self.ctx.settings.placement
         alive = np.array([st in (NodeStatus.UP, NodeStatus.SUSPECTED) for st in obs.node_status])

@@ -1,1 +1,1 @@
-"""shedding package."""
+"""Distributed load shedding: load model, LP (PuLP + HiGHS), baselines and drop semantics."""

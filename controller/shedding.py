@@ -1,0 +1,113 @@
+"""Shedding in the control loop: when to shed, with which method, and with what hysteresis.
+
+Shed when the predicted load at the current input rates exceeds ``headroom x capacity`` on
+any node; stop once every node's predicted unshed load is below 90% of that; switch plans only
+when the weighted output changes by more than 2% or the current plan would overload a node.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from core.plans import Plan, ShedPlan
+from core.topology import QueryNetwork, Units
+from shedding import baselines, fit, lp
+from shedding.loadmodel import ShedModel, build_model, placement_matrix
+
+__all__ = ["METHODS", "ShedDecision", "decide_shedding", "shed_model", "solve"]
+
+METHODS = ("lp", "fit", "uniform", "local", "none")
+
+
+def shed_model(
+    net: QueryNetwork, units: Units, assign: NDArray[np.int64], n: int, rates: NDArray[np.float64]
+) -> ShedModel:
+    """The load model for a unit placement at ``rates`` (tuples/s)."""
+    return build_model(net, placement_matrix(net, units.op_index, assign, n), rates)
+
+
+def solve(
+    method: str,
+    model: ShedModel,
+    capacity: NDArray[np.float64],
+    headroom: float,
+    ids: tuple[str, ...],
+) -> ShedPlan:
+    """Run one shedding method by name."""
+    if method == "lp":
+        return lp.solve_lp(model, capacity, headroom, ids)
+    if method == "fit":
+        return fit.fit_plan(
+            model,
+            capacity,
+            grid=20 if len(model.locations) <= 3 else 8,
+            headroom=headroom,
+            node_ids=ids,
+        )
+    if method == "uniform":
+        return baselines.uniform(model, capacity, headroom, ids)
+    if method == "local":
+        return baselines.local_greedy(model, capacity, headroom, ids)
+    if method == "none":
+        return baselines.no_shedding(model, capacity, headroom, ids)
+    raise ValueError(f"shedding: unknown method {method!r} (known: {', '.join(METHODS)})")
+
+
+class ShedDecision:
+    """The outcome of a shedding check: a new ShedPlan (or None) and why."""
+
+    def __init__(self, shed: ShedPlan | None, reason: str, details: dict[str, Any]) -> None:
+        self.shed, self.reason, self.details = shed, reason, details
+
+
+def decide_shedding(
+    method: str,
+    headroom: float,
+    model: ShedModel,
+    capacity: NDArray[np.float64],
+    current: ShedPlan,
+    ids: tuple[str, ...],
+) -> ShedDecision:
+    """Hysteresis around ``solve``: start, switch or stop shedding."""
+    if method == "none":
+        return ShedDecision(None, "shedding disabled", {})
+    full = lp.node_loads(model, np.ones(len(model.locations)))
+    limit = headroom * capacity
+    over = full > limit + 1e-12
+    shedding_now = any(k < 1.0 for k in current.keep)
+    info = {"predicted_load": dict(zip(ids, full.tolist(), strict=True)), "limit": limit.tolist()}
+    if not over.any():
+        if shedding_now and np.all(full < 0.9 * limit):
+            return ShedDecision(
+                ShedPlan(method=method), "load fell below 90% of headroom: stop shedding", info
+            )
+        if not shedding_now:
+            return ShedDecision(None, "no node overloaded", info)
+    plan = solve(method, model, capacity, headroom, ids)
+    cur_x = np.array([current.keep_of(loc) for loc in model.locations])
+    eff = cur_x.copy()
+    for i, p in enumerate(model.parent):
+        if p >= 0:
+            eff[i] = cur_x[i] * cur_x[p]
+    cur_loads = lp.node_loads(model, eff)
+    cur_obj = lp.weighted_output(model, eff)
+    infeasible = bool(np.any(cur_loads > limit * (1 + 1e-6)))
+    info.update(
+        objective=plan.objective,
+        current_objective=cur_obj,
+        shadow_prices=plan.shadow_prices,
+        bottlenecks=[k for k, v in plan.shadow_prices.items() if v > 1e-9],
+        status=plan.status,
+    )
+    if not infeasible and abs(plan.objective - cur_obj) <= 0.02 * max(abs(cur_obj), 1e-12):
+        return ShedDecision(None, "current shed plan within 2% of the new optimum", info)
+    why = "overload: " + ",".join(ids[j] for j in np.flatnonzero(over)) if over.any() else "re-plan"
+    return ShedDecision(plan, f"{method} shedding ({why})", info)
+
+
+def with_shed(plan: Plan, shed: ShedPlan, reason: str) -> Plan:
+    """A new plan version carrying ``shed``."""
+    return plan.next(shed=shed, reason=reason)
