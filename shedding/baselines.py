@@ -108,7 +108,7 @@ def local_greedy(
         )
         plan = solve_lp(local, np.asarray(capacity, float)[[j]], headroom)
         y = np.ones(touch.size)
-        for a, i in enumerate(touch):  # a setting of 1 on a zero-rate input is meaningless
+        for a in range(touch.size):  # a setting of 1 on a zero-rate input is meaningless
             y[a] = plan.keep[a] if local.rate[a] > 0 else 1.0
         x[touch] = x[touch] * y
     return _plan("local", model, x, _ids(model, node_ids), t0)

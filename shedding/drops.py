@@ -50,7 +50,7 @@ def semantic_keep_mask(
     u = {"identity": v, "negate": -v, "abs": np.abs(v)}.get(utility)
     if u is None:
         raise ValueError(f"utility: unknown utility function {utility!r}")
-    n_keep = int(round(keep * v.size))
+    n_keep = round(keep * v.size)
     order = np.lexsort((np.arange(v.size), -u))
     out = np.zeros(v.size, dtype=bool)
     out[order[:n_keep]] = True
