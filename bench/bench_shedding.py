@@ -18,9 +18,17 @@ from shedding.lp import solve_lp
 
 def random_model(n_loc: int, n: int, seed: int = 0) -> tuple[ShedModel, np.ndarray]:
     rng = np.random.default_rng(seed)
-    load = rng.random((n_loc, n)) * (rng.random((n_loc, n)) < 3.0 / n)  # each input touches ~3 nodes
-    model = ShedModel(tuple(f"s{i}" for i in range(n_loc)), load, rng.random(n_loc) * 2, rng.random(n_loc) + 0.5,
-                      np.full(n_loc, -1), np.zeros(n))
+    load = rng.random((n_loc, n)) * (
+        rng.random((n_loc, n)) < 3.0 / n
+    )  # each input touches ~3 nodes
+    model = ShedModel(
+        tuple(f"s{i}" for i in range(n_loc)),
+        load,
+        rng.random(n_loc) * 2,
+        rng.random(n_loc) + 0.5,
+        np.full(n_loc, -1),
+        np.zeros(n),
+    )
     cap = (model.load * model.rate[:, None]).sum(axis=0) * 0.6 + 1e-3
     return model, cap
 
@@ -42,16 +50,33 @@ def main() -> None:
             assert abs(obj - scipy_solve(model, cap)) <= 1e-6 * max(1.0, abs(obj))
             rows.append((n_loc, n, t_pulp, t_scipy))
             print(n_loc, n, t_pulp, t_scipy)
-    t1 = "\n".join(f"| {a} | {b} | {p * 1000:.1f} | {s * 1000:.1f} | {p / s:.2f}x |" for a, b, p, s in rows)
+    t1 = "\n".join(
+        f"| {a} | {b} | {p * 1000:.1f} | {s * 1000:.1f} | {p / s:.2f}x |" for a, b, p, s in rows
+    )
     sc = load_scenario(ROOT / "scenarios/overload-ramp.yaml")
     out = []
     for m in ("lp", "local", "uniform", "none"):
-        ctl = sc.controller.model_copy(update={"shedding": sc.controller.shedding.model_copy(update={"method": m})})
+        ctl = sc.controller.model_copy(
+            update={"shedding": sc.controller.shedding.model_copy(update={"method": m})}
+        )
         s = replay_sim(sc.model_copy(update={"controller": ctl})).summary
-        out.append((m, s["weighted_throughput"], s["mean_latency"], s["p99_latency"], s["dropped_fraction"]))
+        out.append(
+            (
+                m,
+                s["weighted_throughput"],
+                s["mean_latency"],
+                s["p99_latency"],
+                s["dropped_fraction"],
+            )
+        )
     base = out[0][1]
-    t2 = "\n".join(f"| {m} | {w:.1f} | {w / base:.3f} | {ml:.3f} | {p99:.3f} | {dr:.3f} |" for m, w, ml, p99, dr in out)
-    write_section("Shedding", f"""
+    t2 = "\n".join(
+        f"| {m} | {w:.1f} | {w / base:.3f} | {ml:.3f} | {p99:.3f} | {dr:.3f} |"
+        for m, w, ml, p99, dr in out
+    )
+    write_section(
+        "Shedding",
+        f"""
 Command: `.venv/bin/python -m bench.bench_shedding` ({environment()}).
 
 LP build + solve through PuLP + HiGHS against `scipy.optimize.linprog(method="highs")` on the same
@@ -67,7 +92,8 @@ LP (best of 3; objectives agree to 1e-6). Targets: ratio ≤ 1.5x; 1,000 inputs 
 | method | weighted throughput (/s) | vs LP | mean latency (s) | p99 latency (s) | dropped fraction |
 |---|---|---|---|---|---|
 {t2}
-""")
+""",
+    )
     print(t1, t2, sep="\n")
 
 

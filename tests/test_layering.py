@@ -6,7 +6,14 @@ import subprocess
 import sys
 
 PURE = ["core", "placement", "shedding", "partitioners", "ha"]
-FORBIDDEN = ["pyspark", "apscheduler", "prometheus_client", "simulator", "controller", "spark_adapter"]
+FORBIDDEN = [
+    "pyspark",
+    "apscheduler",
+    "prometheus_client",
+    "simulator",
+    "controller",
+    "spark_adapter",
+]
 
 
 def test_pure_packages_import_nothing_impure() -> None:
