@@ -84,6 +84,7 @@ def replay(
     seed: Annotated[
         int | None, typer.Option(help="workload seed; default from the scenario")
     ] = None,
+    shedding: Annotated[str | None, typer.Option(help="lp, fit, uniform, local or none")] = None,
     report: Annotated[
         Path | None, typer.Option(help="write CSV series, PNG plots and report.html here")
     ] = None,
@@ -103,14 +104,19 @@ def replay(
     prog = _progress(not json_out)
     try:
         if prog is None:
-            res = replay_sim(sc, placement=placement, ticks=ticks, seed=seed)
+            res = replay_sim(sc, placement=placement, ticks=ticks, seed=seed, shedding=shedding)
         else:
             with prog:
                 task = prog.add_task(
                     f"replay {sc.name}", total=sc.ticks if ticks is None else ticks
                 )
                 res = replay_sim(
-                    sc, placement, ticks, seed, lambda t, _n: prog.update(task, completed=t)
+                    sc,
+                    placement,
+                    ticks,
+                    seed,
+                    lambda t, _n: prog.update(task, completed=t),
+                    shedding=shedding,
                 )
     except ValueError as e:
         _fail(str(e))

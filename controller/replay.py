@@ -62,10 +62,21 @@ def replay_sim(
     ticks: int | None = None,
     seed: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    shedding: str | None = None,
 ) -> ReplayResult:
     """Replay ``scenario`` on the simulator with the controller in the loop."""
     if seed is not None:
         scenario = scenario.model_copy(update={"seed": seed})
+    if shedding is not None:
+        from controller.shedding import METHODS
+
+        if shedding not in METHODS:
+            raise ValueError(f"shedding: unknown method {shedding!r} (known: {', '.join(METHODS)})")
+        ctl = scenario.controller
+        shed = ctl.shedding.model_copy(update={"method": shedding})
+        scenario = scenario.model_copy(
+            update={"controller": ctl.model_copy(update={"shedding": shed})}
+        )
     sim = Simulator(scenario)
     policy = make_policy(scenario, placement)
     loop = ControlLoop(sim, policy, window_k=scenario.controller.window_k)

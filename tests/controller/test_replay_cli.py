@@ -84,3 +84,21 @@ def test_unknown_placement_is_usage_error() -> None:
         cwd=ROOT,
     )
     assert r.returncode == 2 and "placement" in r.stderr
+
+
+def test_replay_shedding_flag() -> None:
+    base = [EXE, "replay", str(SCENARIOS / "overload-ramp.yaml"), "--json"]
+    lp = json.loads(
+        subprocess.run(
+            [*base, "--shedding", "lp"], capture_output=True, text=True, cwd=ROOT, check=True
+        ).stdout
+    )
+    none = json.loads(
+        subprocess.run(
+            [*base, "--shedding", "none"], capture_output=True, text=True, cwd=ROOT, check=True
+        ).stdout
+    )
+    assert lp["dropped_fraction"] > 0 and none["dropped_fraction"] == 0
+    assert lp["mean_latency"] < none["mean_latency"] / 10
+    bad = subprocess.run([*base, "--shedding", "magic"], capture_output=True, text=True, cwd=ROOT)
+    assert bad.returncode == 2 and "shedding" in bad.stderr
