@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from core.plans import ShedPlan
 from shedding.loadmodel import ShedModel
-from shedding.lp import node_loads, validate_model, weighted_output
+from shedding.lp import node_loads, settings, validate_model, weighted_output
 
 __all__ = ["fit_plan", "node_tables", "prune_dominated"]
 
@@ -96,10 +96,6 @@ def fit_plan(
     score = (g * model.rate) @ model.gain
     best = int(np.argmax(np.where(feas, score, -np.inf)))
     x = g[best] if feas.any() else np.zeros(len(model.locations))
-    keep = x.copy()
-    for i, p in enumerate(model.parent):
-        if p >= 0:
-            keep[i] = 1.0 if x[p] <= 1e-12 else min(1.0, x[i] / x[p])
     ids = node_ids or tuple(f"n{j}" for j in range(cap.size))
     nl = node_loads(model, x)
     sizes = (
@@ -110,7 +106,7 @@ def fit_plan(
     return ShedPlan(
         method="fit",
         locations=model.locations,
-        keep=tuple(float(round(v, 12)) for v in keep),
+        keep=tuple(round(v, 12) for v in settings(model, x)),
         objective=weighted_output(model, x),
         node_loads={ids[j]: float(nl[j]) for j in range(cap.size)},
         status=f"grid 1/{grid}; node table sizes {sizes}",

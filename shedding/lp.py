@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 from core.plans import ShedPlan
 from shedding.loadmodel import ShedModel
 
-__all__ = ["node_loads", "solve_lp", "validate_model", "weighted_output"]
+__all__ = ["node_loads", "settings", "solve_lp", "validate_model", "weighted_output"]
 
 Array = NDArray[np.float64]
 
@@ -60,7 +60,7 @@ def weighted_output(model: ShedModel, x: Array) -> float:
     return float(model.gain @ (model.rate * x))
 
 
-def _settings(model: ShedModel, x: Array) -> tuple[float, ...]:
+def settings(model: ShedModel, x: Array) -> tuple[float, ...]:
     """Effective fractions -> per-location settings (split drop y_b = z_b / x_a)."""
     out = x.copy()
     for i, p in enumerate(model.parent):
@@ -155,7 +155,7 @@ def solve_lp(
     return ShedPlan(
         method="lp",
         locations=model.locations,
-        keep=_settings(model, xv),
+        keep=settings(model, xv),
         objective=weighted_output(model, xv),
         node_loads={ids[j]: float(loads[j]) for j in range(n)},
         shadow_prices=duals,
