@@ -50,6 +50,11 @@ def _load(path: Path) -> Any:
         _fail(f"{e.path}: " + "; ".join(e.problems))
 
 
+def _names(text: str) -> list[str]:
+    """A comma-separated option as a list of names."""
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
 def _fmt(v: Any) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
@@ -152,7 +157,7 @@ def compare_cmd(
 
     sc = _load(scenario)
     try:
-        rows = compare(sc, [p.strip() for p in placement.split(",") if p.strip()], seeds)
+        rows = compare(sc, _names(placement), seeds)
     except ValueError as e:
         _fail(str(e))
     if json_out:
@@ -178,7 +183,7 @@ def place_cmd(
 
     sc = _load(scenario)
     try:
-        rows = place(sc, [a.strip() for a in algorithm.split(",") if a.strip()], points)
+        rows = place(sc, _names(algorithm), points)
     except ValueError as e:
         _fail(str(e))
     if json_out:
@@ -231,8 +236,7 @@ def shed_cmd(
         h = sc.controller.shedding.headroom
         rows = [
             solve(m.strip(), model, ctx.cluster.capacities(), h, ctx.cluster.ids).model_dump()
-            for m in method.split(",")
-            if m.strip()
+            for m in _names(method)
         ]
     except ValueError as e:
         _fail(str(e))

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from controller.placements import PLACEMENTS, Correlation, Static
+from controller.placements import PLACEMENTS, Correlation
 from controller.replay import make_context, replay_sim
 from core import loadstats
 from core.scenario import Scenario
@@ -54,21 +54,14 @@ def place(scenario: Scenario, algorithms: list[str], points: int = 2**14) -> lis
     cap = ctx.cluster.capacities()
     out = []
     for name in algorithms:
-        if name == "correlation":
+        method = PLACEMENTS.get(name) if name != "correlation" else None
+        if name == "correlation" or isinstance(method and method({}), Correlation):
             a = correlation.initial_placement(_model_series(scenario), cap)
-        elif name in ("rod", "llf", "random", "connected"):
-            a = Static(name, {}).initial(ctx, None)
-        elif name in PLACEMENTS:
-            m = PLACEMENTS[name]({})
-            a = (
-                m.initial(ctx, None)
-                if not isinstance(m, Correlation)
-                else correlation.initial_placement(_model_series(scenario), cap)
-            )
+        elif method is not None:
+            a = method({}).initial(ctx, None)
         else:
-            raise ValueError(
-                f"algorithm: unknown placement {name!r} (known: {', '.join(sorted(PLACEMENTS))}, correlation)"
-            )
+            known = ", ".join(sorted(PLACEMENTS))
+            raise ValueError(f"algorithm: unknown placement {name!r} (known: {known}, correlation)")
         fs = feasible_set_ratio(ctx.units.coeff, a, cap, points=points, seed=scenario.seed)
         load = loadstats.node_series(ctx.expected_unit_load()[:, None], a, cap.size)[:, 0]
         out.append(

@@ -22,6 +22,7 @@ from core.observation import Observation
 from core.plans import Placement, Plan
 from core.scenario import ControllerSpec
 from core.topology import QueryNetwork, Units
+from placement.baselines import llf
 
 __all__ = [
     "PLACEMENTS",
@@ -98,20 +99,6 @@ def register_placement(
     return deco
 
 
-def least_loaded_fill(
-    load: Array, capacity: Array, alive: NDArray[np.bool_], base: Array | None = None
-) -> IntArray:
-    """Heaviest unit first onto the node with the lowest capacity-relative load (ties: lowest id)."""
-    node_load = np.zeros(capacity.size) if base is None else base.astype(float).copy()
-    out = np.zeros(load.size, dtype=np.int64)
-    ids = np.flatnonzero(alive)
-    for u in np.argsort(-load, kind="stable"):
-        j = ids[np.argmin(node_load[ids] / capacity[ids])]
-        out[u] = j
-        node_load[j] += load[u]
-    return out
-
-
 class LeastLoaded:
     """The static baseline: least-loaded fill at start; later rounds only evacuate dead nodes."""
 
@@ -122,7 +109,7 @@ class LeastLoaded:
 
     def initial(self, ctx: Context, unit_x: Array | None) -> IntArray:
         load = ctx.expected_unit_load() if unit_x is None else loadstats.means(unit_x)
-        return least_loaded_fill(load, ctx.cluster.capacities(), ctx.cluster.alive())
+        return llf(load, ctx.cluster.capacities(), ctx.cluster.alive())
 
     def rebalance(
         self, ctx: Context, unit_x: Array, assign: IntArray, alive: NDArray[np.bool_]
@@ -154,7 +141,7 @@ def evacuate(
     keep = np.ones(assign.size, dtype=bool)
     keep[dead_units] = False
     base = np.bincount(assign[keep], weights=load[keep], minlength=capacity.size)
-    out[dead_units] = least_loaded_fill(load[dead_units], capacity, alive, base)
+    out[dead_units] = llf(load[dead_units], capacity, alive, base)
     return out, int(dead_units.size)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from core.plans import Plan, ShedPlan
+from core.plans import ShedPlan
 from core.topology import QueryNetwork, Units
 from shedding import baselines, fit, lp
 from shedding.loadmodel import ShedModel, build_model, placement_matrix
@@ -106,8 +106,3 @@ def decide_shedding(
         return ShedDecision(None, "current shed plan within 2% of the new optimum", info)
     why = "overload: " + ",".join(ids[j] for j in np.flatnonzero(over)) if over.any() else "re-plan"
     return ShedDecision(plan, f"{method} shedding ({why})", info)
-
-
-def with_shed(plan: Plan, shed: ShedPlan, reason: str) -> Plan:
-    """A new plan version carrying ``shed``."""
-    return plan.next(shed=shed, reason=reason)

@@ -21,8 +21,15 @@ Array = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 
 
-def llf(load: Array, capacity: Array, alive: NDArray[np.bool_] | None = None) -> IntArray:
+def llf(
+    load: Array,
+    capacity: Array,
+    alive: NDArray[np.bool_] | None = None,
+    base: Array | None = None,
+) -> IntArray:
     """Largest-load-first onto the least capacity-relative loaded live node (ties: lowest id).
+
+    ``base`` is load already on each node (from units that are not being placed).
 
     Examples
     --------
@@ -30,7 +37,7 @@ def llf(load: Array, capacity: Array, alive: NDArray[np.bool_] | None = None) ->
     [1, 0, 1]
     """
     live = np.flatnonzero(np.ones(capacity.size, bool) if alive is None else alive)
-    node = np.zeros(capacity.size)
+    node = np.zeros(capacity.size) if base is None else np.asarray(base, float).copy()
     out = np.zeros(load.size, dtype=np.int64)
     for u in np.argsort(-load, kind="stable"):
         j = live[np.argmin(node[live] / capacity[live])]

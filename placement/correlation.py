@@ -244,12 +244,7 @@ def two_way(
     before = assign.copy()
     units = np.flatnonzero((assign == s) | (assign == r))
     assign[units] = global_greedy(unit_x, capacity.size, capacity, p, units, np.array([s, r]))
-    ms, mr = (
-        loadstats.means(unit_x[assign == j].sum(axis=0)[None])[0] / capacity[j] for j in (s, r)
-    )
-    a, b = (s, r) if ms >= mr else (r, s)
-    one_way(unit_x, assign, a, b, capacity, p)
-    return _diff(unit_x, before, assign)
+    return _repair_means(unit_x, before, assign, s, r, capacity, p)
 
 
 def selective(
@@ -281,6 +276,19 @@ def selective(
         if got is None or got[1] < p.selective_threshold - TOL:
             break
         assign[got[0]] = rcv
+    return _repair_means(unit_x, before, assign, s, r, capacity, p)
+
+
+def _repair_means(
+    unit_x: Array,
+    before: IntArray,
+    assign: IntArray,
+    s: int,
+    r: int,
+    capacity: Array,
+    p: CorrelationParams,
+) -> list[Move]:
+    """One-way from the now more-loaded node of the pair, then every move since ``before``."""
     ms, mr = (unit_x[assign == j].sum(0).mean() / capacity[j] for j in (s, r))
     a, b = (s, r) if ms >= mr else (r, s)
     one_way(unit_x, assign, a, b, capacity, p)

@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 
 from core.plans import ShedPlan
 from shedding.loadmodel import ShedModel
-from shedding.lp import node_loads, solve_lp, validate_model, weighted_output
+from shedding.lp import node_loads, settings, solve_lp, validate_model, weighted_output
 
 __all__ = ["local_greedy", "no_shedding", "uniform"]
 
@@ -26,14 +26,10 @@ Array = NDArray[np.float64]
 
 def _plan(method: str, model: ShedModel, x: Array, ids: tuple[str, ...], t0: float) -> ShedPlan:
     loads = node_loads(model, x)
-    keep = x.copy()
-    for i, p in enumerate(model.parent):
-        if p >= 0:
-            keep[i] = 1.0 if x[p] <= 1e-12 else min(1.0, x[i] / x[p])
     return ShedPlan(
         method=method,
         locations=model.locations,
-        keep=tuple(float(v) for v in keep),
+        keep=settings(model, x),
         objective=weighted_output(model, x),
         node_loads={ids[j]: float(loads[j]) for j in range(len(ids))},
         solve_time_s=time.perf_counter() - t0,
