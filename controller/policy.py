@@ -148,17 +148,20 @@ def evacuate(
 class ControlPolicy:
     """Placement with hysteresis plus failure evacuation; shedding and HA plug in later."""
 
-    def __init__(self, ctx: Context, placement: PlacementMethod) -> None:
+    def __init__(
+        self, ctx: Context, placement: PlacementMethod, initial: PlacementMethod | None = None
+    ) -> None:
         self.ctx = ctx
         self.placement = placement
+        self.initial = initial or placement
         self.rounds = 0
         self.last_change_round = -(10**9)
 
     def initial_plan(self) -> Plan:
         """The first plan, from the load model."""
-        a = self.placement.initial(self.ctx, None)
+        a = self.initial.initial(self.ctx, None)
         pl = Placement.from_array(self.ctx.units.ids, self.ctx.cluster.ids, a)
-        return Plan(version=0, placement=pl, reason=f"initial placement by {self.placement.name}")
+        return Plan(version=0, placement=pl, reason=f"initial placement by {self.initial.name}")
 
     def decide(self, unit_x: Array, node_x: Array, plan: Plan, obs: Observation) -> Decision:
         """One control round: placement (with failure evacuation), then shedding on its result."""

@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+import controller.placements  # noqa: F401  (fills the placement registry)
 from controller.loop import ControlLoop, DecisionRecord
-from controller.policy import PLACEMENTS, Context, ControlPolicy
+from controller.policy import PLACEMENTS, Context, ControlPolicy, PlacementMethod
 from core import loadstats
 from core.scenario import Scenario
 from core.workload import rates
@@ -47,13 +48,26 @@ def make_context(scenario: Scenario) -> Context:
 
 
 def make_policy(scenario: Scenario, placement: str | None = None) -> ControlPolicy:
-    """Compose the control policy named by the scenario (or ``placement``)."""
-    name = placement or scenario.controller.placement.method
-    if name not in PLACEMENTS:
-        known = ", ".join(sorted(PLACEMENTS))
-        raise ValueError(f"placement: unknown method {name!r} (known: {known})")
-    method = PLACEMENTS[name](dict(scenario.controller.placement.params))
-    return ControlPolicy(make_context(scenario), method)
+    """Compose the control policy named by the scenario (or ``placement``).
+
+    ``controller.placement.initial`` names a different method for the initial plan (e.g. ROD
+    at deployment, correlation rounds afterwards); a correlation method then skips its own
+    global step.
+    """
+    settings = scenario.controller.placement
+    params = dict(settings.params)
+
+    def build(name: str, field: str) -> PlacementMethod:
+        if name not in PLACEMENTS:
+            known = ", ".join(sorted(PLACEMENTS))
+            raise ValueError(f"{field}: unknown method {name!r} (known: {known})")
+        return PLACEMENTS[name](params)
+
+    method = build(placement or settings.method, "placement")
+    initial = build(settings.initial, "controller.placement.initial") if settings.initial else None
+    if initial is not None and hasattr(method, "global_done"):
+        method.global_done = True
+    return ControlPolicy(make_context(scenario), method, initial)
 
 
 def replay_sim(

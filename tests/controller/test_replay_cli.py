@@ -102,3 +102,38 @@ def test_replay_shedding_flag() -> None:
     assert lp["mean_latency"] < none["mean_latency"] / 10
     bad = subprocess.run([*base, "--shedding", "magic"], capture_output=True, text=True, cwd=ROOT)
     assert bad.returncode == 2 and "shedding" in bad.stderr
+
+
+def test_initial_method_then_pairwise_rounds() -> None:
+    from controller.replay import make_policy, replay_sim
+    from core.scenario import load_scenario
+    from placement.rod import rod
+
+    sc = load_scenario(SCENARIOS / "bursty-rod.yaml")
+    ctl = sc.controller.model_copy(
+        update={
+            "placement": sc.controller.placement.model_copy(
+                update={"method": "correlation-oneway", "initial": "rod"}
+            )
+        }
+    )
+    sc = sc.model_copy(update={"controller": ctl})
+    policy = make_policy(sc)
+    plan = policy.initial_plan()
+    ctx = policy.ctx
+    assert plan.placement.assignment == tuple(
+        rod(ctx.units.coeff, ctx.cluster.capacities(), ctx.units.edges).tolist()
+    )
+    res = replay_sim(sc, ticks=60)
+    assert not any(d.details.get("phase") == "global" for d in res.decisions)
+    bad = sc.model_copy(
+        update={
+            "controller": ctl.model_copy(
+                update={"placement": ctl.placement.model_copy(update={"initial": "nope"})}
+            )
+        }
+    )
+    import pytest
+
+    with pytest.raises(ValueError, match=r"controller\.placement\.initial"):
+        make_policy(bad)
