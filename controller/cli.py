@@ -261,6 +261,68 @@ def shed_cmd(
     Console().print(t)
 
 
+PARTITION_KEYS = (
+    "imbalance_mean",
+    "imbalance_p95",
+    "fragmentation_mean",
+    "fragmentation_max",
+    "aggregation_cost_mean",
+    "routing_us_per_key",
+)
+
+
+@app.command("partition")
+def partition_cmd(
+    scenario: Annotated[Path, typer.Argument(help="scenario file (YAML)")],
+    partitioners: Annotated[
+        str, typer.Option(help="comma-separated partitioner names")
+    ] = "hash,shuffle,pkg,dchoices,wchoices,cg,capa,ecapa,dalton,prompt",
+    workers: Annotated[
+        int | None, typer.Option(min=1, help="workers; default: the scenario's nodes")
+    ] = None,
+    zipf: Annotated[
+        float | None, typer.Option(min=0.0, help="override the key distribution with Zipf(S)")
+    ] = None,
+    keys: Annotated[int | None, typer.Option(min=1, help="override the key-space size")] = None,
+    trace: Annotated[
+        Path | None, typer.Option(help="CSV of keys (column 'key') instead of the scenario")
+    ] = None,
+    seconds: Annotated[
+        float | None, typer.Option(min=1.0, help="replay only the first S seconds")
+    ] = None,
+    window_s: Annotated[float, typer.Option(min=0.0, help="window length in seconds")] = 1.0,
+    sources: Annotated[int, typer.Option(min=1, help="source instances per partitioner")] = 1,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="print a JSON list, one object per partitioner")
+    ] = False,
+) -> None:
+    """Replay the scenario's key stream through several partitioners side by side (no Spark).
+
+    Example: trimtab partition scenarios/zipf-moderate.yaml --partitioners hash,pkg --workers 10
+    """
+    from controller.partition import partition_replay
+
+    sc = _load(scenario)
+    try:
+        rows = partition_replay(
+            sc,
+            _names(partitioners),
+            workers,
+            window_s,
+            sources,
+            seconds=seconds,
+            zipf=zipf,
+            keys=keys,
+            trace=trace,
+        )
+    except ValueError as e:
+        _fail(str(e))
+    if json_out:
+        print(json.dumps(rows, default=float))
+        return
+    Console().print(_table(rows, PARTITION_KEYS, "partitioner"))
+
+
 @app.command()
 def validate(files: Annotated[list[Path], typer.Argument(help="scenario files to check")]) -> None:
     """Check scenario files against the schema; print one line per problem.

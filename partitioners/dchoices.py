@@ -1,0 +1,208 @@
+"""D-Choices and W-Choices: more choices for the heavy hitters.
+
+Nasir, De Francisci Morales, Kourtellis, Serafini, "When Two Choices Are not Enough:
+Balancing at Scale in Distributed Stream Processing", ICDE 2016 (reference:
+anisnasir/SLBSimulator ``LBDChoice``/``LBWChoice``). A SpaceSaving summary (100 counters) finds
+the head: keys with ``(count + error) / M > theta``, ``theta = 1 / (5 n)``. Head keys go to the
+least-loaded of ``d`` hashed candidates (D-Choices; ``d`` solved from the head's shares so the
+expected balance holds, see ``solve_d``) or of all ``n`` workers (W-Choices); tail keys use PKG.
+One load vector counts everything this source sent. ``d`` is re-solved every 1024 tuples
+[project choice]; round-half-up is used where Python's ``round`` would round half to even.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from partitioners.base import Array, IntArray, as_keys, mix64
+
+__all__ = ["DChoices", "WChoices", "solve_d"]
+
+SS_COUNTERS = 100
+RESOLVE_EVERY = 1024
+
+
+def solve_d(n: int, p1: float, p_head: float, h: int, eps: float = 0.001) -> int:
+    """Smallest ``d >= max(2, round_half_up(p1 n))`` passing both balance checks (<= n).
+
+    Examples
+    --------
+    >>> [solve_d(20, 0.2, 0.2, 1), solve_d(50, 0.1, 0.3, 5), solve_d(100, 0.05, 0.2, 10), solve_d(10, 0.3, 0.5, 3)]
+    [6, 6, 6, 10]
+    """
+    p_tail = 1.0 - p_head
+    d = max(2, math.floor(p1 * n + 0.5))
+    while d < n:
+        b_h = 1.0 - ((n - 1) / n) ** (h * d)
+        b_1 = 1.0 - ((n - 1) / n) ** d
+        ok_h = p_head + p_tail * b_h**2 <= b_h + eps
+        ok_1 = p1 + (p_head - p1) * b_1**d + p_tail * b_1**2 <= b_1 + eps
+        if ok_h and ok_1:
+            return d
+        d += 1
+    return n
+
+
+@njit(cache=True)
+def _ss_update(
+    ss_key: np.ndarray, ss_cnt: np.ndarray, ss_err: np.ndarray, k: int
+) -> int:  # pragma: no cover
+    """SpaceSaving: count k; returns its slot."""
+    free = -1
+    low = 0
+    for s in range(ss_key.size):
+        if ss_key[s] == k:
+            ss_cnt[s] += 1
+            return s
+        if ss_key[s] < 0 and free < 0:
+            free = s
+        if ss_cnt[s] < ss_cnt[low]:
+            low = s
+    if free >= 0:
+        ss_key[free] = k
+        ss_cnt[free] = 1
+        ss_err[free] = 0
+        return free
+    ss_err[low] = ss_cnt[low]
+    ss_key[low] = k
+    ss_cnt[low] += 1
+    return low
+
+
+@njit(cache=True)
+def _cand(k: int, j: int, n: int) -> int:  # pragma: no cover
+    return int(mix64(np.uint64(k), np.uint64(j + 1)) % np.uint64(n))
+
+
+@njit(cache=True)
+def _route(
+    keys, n, sent, ss_key, ss_cnt, ss_err, state, theta, d_cur, all_workers
+):  # pragma: no cover
+    out = np.empty(keys.size, dtype=np.int64)
+    chosen = np.empty(n, dtype=np.int64)
+    for i in range(keys.size):
+        k = keys[i]
+        state[0] += 1  # messages seen
+        s = _ss_update(ss_key, ss_cnt, ss_err, k)
+        head = (ss_cnt[s] + ss_err[s]) / state[0] > theta
+        if head and all_workers:
+            w = 0
+            for c in range(1, n):
+                if sent[c] < sent[w]:
+                    w = c
+        else:
+            d = d_cur[0] if head else 2
+            if d > n:
+                d = n
+            m = 0
+            for j in range(d):  # distinct candidates H_1..H_d
+                c = _cand(k, j, n)
+                clash = True
+                while clash:
+                    clash = False
+                    for q in range(m):
+                        if chosen[q] == c:
+                            c = (c + 1) % n
+                            clash = True
+                            break
+                chosen[m] = c
+                m += 1
+            w = chosen[0]
+            for q in range(1, m):
+                if sent[chosen[q]] < sent[w]:
+                    w = chosen[q]
+        out[i] = w
+        sent[w] += 1
+        if state[0] % 1024 == 0:
+            state[1] = 1  # ask Python to re-solve d
+            return out[: i + 1]
+    return out
+
+
+class DChoices:
+    """D-Choices for one source (``all_workers=True`` gives W-Choices).
+
+    Examples
+    --------
+    >>> dc = DChoices(10)
+    >>> w = dc.route(np.zeros(3000, dtype=np.int64))  # one very hot key: d is re-solved
+    >>> len(np.unique(w)) > 2
+    True
+    """
+
+    name = "dchoices"
+    all_workers = False
+
+    def __init__(
+        self, n: int, seed: int = 0, theta: float | None = None, eps: float = 0.001
+    ) -> None:
+        if n < 1:
+            raise ValueError(f"n: need at least one worker (got {n})")
+        self.n = n
+        self.theta = 1.0 / (5 * n) if theta is None else theta
+        self.eps = eps
+        self.sent = np.zeros(n, dtype=np.int64)
+        self.ss_key = np.full(SS_COUNTERS, -1, dtype=np.int64)
+        self.ss_cnt = np.zeros(SS_COUNTERS, dtype=np.int64)
+        self.ss_err = np.zeros(SS_COUNTERS, dtype=np.int64)
+        self.state = np.zeros(2, dtype=np.int64)  # messages seen, re-solve flag
+        self.d = np.array([2], dtype=np.int64)
+
+    def head(self) -> tuple[IntArray, Array]:
+        """Head keys and their estimated shares."""
+        m = max(int(self.state[0]), 1)
+        est = (self.ss_cnt + self.ss_err) / m
+        mask = (self.ss_key >= 0) & (est > self.theta)
+        order = np.argsort(-est[mask], kind="stable")
+        return self.ss_key[mask][order], est[mask][order]
+
+    def _resolve(self) -> None:
+        keys, share = self.head()
+        if keys.size:
+            self.d[0] = solve_d(
+                self.n, float(share[0]), float(min(share.sum(), 1.0)), int(keys.size), self.eps
+            )
+
+    def route(self, keys: IntArray) -> IntArray:
+        """Route one batch in arrival order."""
+        k = as_keys(keys)
+        if self.n == 1:
+            return np.zeros(k.size, dtype=np.int64)
+        parts = []
+        while k.size:
+            out = _route(
+                k,
+                self.n,
+                self.sent,
+                self.ss_key,
+                self.ss_cnt,
+                self.ss_err,
+                self.state,
+                self.theta,
+                self.d,
+                self.all_workers,
+            )
+            parts.append(out)
+            k = k[out.size :]
+            if self.state[1]:
+                self.state[1] = 0
+                self._resolve()
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def feedback(
+        self,
+        loads: Array | None = None,
+        capacities: Array | None = None,
+        latencies: Array | None = None,
+    ) -> None:
+        """Uses only local counts."""
+
+
+class WChoices(DChoices):
+    """W-Choices: head keys may go to any of the n workers."""
+
+    name = "wchoices"
+    all_workers = True
