@@ -3,7 +3,9 @@
 Nasir, De Francisci Morales, Kourtellis, Serafini, "When Two Choices Are not Enough:
 Balancing at Scale in Distributed Stream Processing", ICDE 2016 (reference:
 anisnasir/SLBSimulator ``LBDChoice``/``LBWChoice``). A SpaceSaving summary (100 counters) finds
-the head: keys with ``(count + error) / M > theta``, ``theta = 1 / (5 n)``. Head keys go to the
+the head: keys whose count upper bound (count since insertion + inherited error) exceeds
+``theta M``, ``theta = 1 / (5 n)``. [Project choice] the summary keeps ``max(100, 2 / theta)``
+counters, so that its error bound ``M / counters`` stays below ``theta / 2``. Head keys go to the
 least-loaded of ``d`` hashed candidates (D-Choices; ``d`` solved from the head's shares so the
 expected balance holds, see ``solve_d``) or of all ``n`` workers (W-Choices); tail keys use PKG.
 One load vector counts everything this source sent. ``d`` is re-solved every 1024 tuples
@@ -79,15 +81,16 @@ def _cand(k: int, j: int, n: int) -> int:  # pragma: no cover
 
 @njit(cache=True)
 def _route(
-    keys, n, sent, ss_key, ss_cnt, ss_err, state, theta, d_cur, all_workers
+    keys, n, sent, ss_key, ss_cnt, ss_err, state, theta, d_cur, all_workers, ring, pos, slide
 ):  # pragma: no cover
     out = np.empty(keys.size, dtype=np.int64)
     chosen = np.empty(n, dtype=np.int64)
+    n_slides = ring.shape[0]
     for i in range(keys.size):
         k = keys[i]
         state[0] += 1  # messages seen
         s = _ss_update(ss_key, ss_cnt, ss_err, k)
-        head = (ss_cnt[s] + ss_err[s]) / state[0] > theta
+        head = ss_cnt[s] / state[0] > theta  # ss_cnt already includes the error: upper bound
         if head and all_workers:
             w = 0
             for c in range(1, n):
@@ -116,6 +119,14 @@ def _route(
                     w = chosen[q]
         out[i] = w
         sent[w] += 1
+        if slide > 0:  # windowed load: the oldest slide leaves the window
+            ring[pos[0], w] += 1
+            pos[1] += 1
+            if pos[1] == slide:
+                pos[1] = 0
+                pos[0] = (pos[0] + 1) % n_slides
+                sent -= ring[pos[0]]
+                ring[pos[0]] = 0
         if state[0] % 1024 == 0:
             state[1] = 1  # ask Python to re-solve d
             return out[: i + 1]
@@ -137,7 +148,13 @@ class DChoices:
     all_workers = False
 
     def __init__(
-        self, n: int, seed: int = 0, theta: float | None = None, eps: float = 0.001
+        self,
+        n: int,
+        seed: int = 0,
+        theta: float | None = None,
+        eps: float = 0.001,
+        window: int = 0,
+        slides: int = 4,
     ) -> None:
         if n < 1:
             raise ValueError(f"n: need at least one worker (got {n})")
@@ -145,19 +162,37 @@ class DChoices:
         self.theta = 1.0 / (5 * n) if theta is None else theta
         self.eps = eps
         self.sent = np.zeros(n, dtype=np.int64)
-        self.ss_key = np.full(SS_COUNTERS, -1, dtype=np.int64)
-        self.ss_cnt = np.zeros(SS_COUNTERS, dtype=np.int64)
-        self.ss_err = np.zeros(SS_COUNTERS, dtype=np.int64)
+        # SpaceSaving overestimates by at most M / counters: with fewer than 2 / theta counters
+        # (the reference's 100 when n > 10) tail keys would pass the head test spuriously
+        counters = max(SS_COUNTERS, int(np.ceil(2.0 / self.theta)))
+        self.ss_key = np.full(counters, -1, dtype=np.int64)
+        self.ss_cnt = np.zeros(counters, dtype=np.int64)
+        self.ss_err = np.zeros(counters, dtype=np.int64)
         self.state = np.zeros(2, dtype=np.int64)  # messages seen, re-solve flag
         self.d = np.array([2], dtype=np.int64)
+        # window > 0 [project choice, as for PKG on windowed queries]: loads count the last
+        # ``window`` tuples, and the summary halves every window so a hot-key shift shows soon
+        self.window = window
+        self.slide = max(1, window // slides) if window > 0 else 0
+        self.ring = np.zeros((slides if window > 0 else 1, n), dtype=np.int64)
+        self.pos = np.zeros(2, dtype=np.int64)
+        self.last_decay = 0
 
     def head(self) -> tuple[IntArray, Array]:
         """Head keys and their estimated shares."""
         m = max(int(self.state[0]), 1)
-        est = (self.ss_cnt + self.ss_err) / m
+        est = self.ss_cnt / m  # upper bound: the count since insertion plus the inherited error
         mask = (self.ss_key >= 0) & (est > self.theta)
         order = np.argsort(-est[mask], kind="stable")
         return self.ss_key[mask][order], est[mask][order]
+
+    def _decay(self) -> None:
+        """Halve the summary once per window (windowed mode)."""
+        if self.window > 0 and self.state[0] - self.last_decay >= self.window:
+            self.ss_cnt //= 2
+            self.ss_err //= 2
+            self.state[0] //= 2
+            self.last_decay = int(self.state[0])
 
     def _resolve(self) -> None:
         keys, share = self.head()
@@ -184,11 +219,15 @@ class DChoices:
                 self.theta,
                 self.d,
                 self.all_workers,
+                self.ring,
+                self.pos,
+                self.slide,
             )
             parts.append(out)
             k = k[out.size :]
             if self.state[1]:
                 self.state[1] = 0
+                self._decay()
                 self._resolve()
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 

@@ -55,11 +55,11 @@ def make(
         if name == "shuffle":
             return Shuffle(n, s, source_id=i)
         if name == "pkg":
-            return PKG(n, s)
+            return PKG(n, s, window=window)
         if name == "dchoices":
-            return DChoices(n, s)
+            return DChoices(n, s, window=window)
         if name == "wchoices":
-            return WChoices(n, s)
+            return WChoices(n, s, window=window)
         if name == "cg":
             return ConsistentGrouping(
                 n, s, capacities=None if capacities is None else np.asarray(capacities, float)
