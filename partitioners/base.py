@@ -25,7 +25,7 @@ __all__ = [
     "WindowMetrics",
     "as_keys",
     "candidates",
-    "mix64",
+    "mix64_mod",
     "window_metrics",
 ]
 
@@ -84,12 +84,28 @@ def candidates(keys: IntArray, n: int, d: int) -> IntArray:
 
 
 @njit(cache=True)
-def mix64(x: np.uint64, seed: np.uint64) -> np.uint64:  # pragma: no cover - compiled
-    """splitmix64 as in ``core.hashing.stable_hash`` (usable inside kernels)."""
-    z = x + (seed + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
+def _xxh64_long(v: np.uint64, seed: np.uint64) -> np.uint64:  # pragma: no cover - compiled
+    h = seed + np.uint64(0x27D4EB2F165667C5) + np.uint64(8)
+    k1 = v * np.uint64(0xC2B2AE3D27D4EB4F)
+    k1 = ((k1 << np.uint64(31)) | (k1 >> np.uint64(33))) * np.uint64(0x9E3779B185EBCA87)
+    h = h ^ k1
+    h = ((h << np.uint64(27)) | (h >> np.uint64(37))) * np.uint64(0x9E3779B185EBCA87) + np.uint64(
+        0x85EBCA77C2B2AE63
+    )
+    h = h ^ (h >> np.uint64(33))
+    h = h * np.uint64(0xC2B2AE3D27D4EB4F)
+    h = h ^ (h >> np.uint64(29))
+    h = h * np.uint64(0x165667B19E3779F9)
+    return h ^ (h >> np.uint64(32))
+
+
+@njit(cache=True)
+def mix64_mod(key: np.int64, seed: np.int64, n: np.int64) -> np.int64:  # pragma: no cover
+    """``core.hashing.stable_mod(key, n, seed)`` inside compiled kernels."""
+    first = _xxh64_long(np.uint64(key), np.uint64(42))
+    h = np.int64(_xxh64_long(np.uint64(seed), first))
+    r = h % n
+    return r + n if r < 0 else r
 
 
 class MultiSource:

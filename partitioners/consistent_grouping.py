@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from partitioners.base import Array, IntArray, as_keys, mix64
+from partitioners.base import Array, IntArray, as_keys, mix64_mod
 
 __all__ = ["ConsistentGrouping", "vw_counts"]
 
@@ -41,15 +41,14 @@ def vw_counts(capacities: Array, v: int) -> IntArray:
 @njit(cache=True)
 def _route(keys, counts, vw_worker, total, eps):  # pragma: no cover
     V = counts.size
-    Vu = np.uint64(V)
     out = np.empty(keys.size, dtype=np.int64)
     for i in range(keys.size):
-        k = np.uint64(keys[i])
+        k = keys[i]
         bound = np.ceil((1.0 + eps) * (total[0] + 1) / V)
-        v = np.int64(mix64(k, np.uint64(0)) % Vu)
+        v = mix64_mod(k, np.int64(0), np.int64(V))
         s = 1
         while counts[v] + 1 > bound and s <= V:
-            v = np.int64(mix64(k, np.uint64(1000 + s)) % Vu)
+            v = mix64_mod(k, np.int64(1000 + s), np.int64(V))
             s += 1
         if counts[v] + 1 > bound:
             v = np.int64(np.argmin(counts))

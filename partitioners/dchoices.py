@@ -19,7 +19,7 @@ import math
 import numpy as np
 from numba import njit
 
-from partitioners.base import Array, IntArray, as_keys, mix64
+from partitioners.base import Array, IntArray, as_keys, mix64_mod
 
 __all__ = ["DChoices", "WChoices", "solve_d"]
 
@@ -76,7 +76,7 @@ def _ss_update(
 
 @njit(cache=True)
 def _cand(k: int, j: int, n: int) -> int:  # pragma: no cover
-    return int(mix64(np.uint64(k), np.uint64(j + 1)) % np.uint64(n))
+    return mix64_mod(np.int64(k), np.int64(j + 1), np.int64(n))
 
 
 @njit(cache=True)

@@ -13,7 +13,23 @@ from numpy.typing import ArrayLike, NDArray
 
 from core.hashing import stable_hash
 
-__all__ = ["keep_mask", "semantic_keep_mask"]
+__all__ = ["drop_seed", "keep_mask", "semantic_keep_mask", "uniform_of"]
+
+
+def drop_seed(batch_id: int, seed: int = 0) -> int:
+    """The hash seed of a batch's drop decisions (Spark: ``xxhash64(event_id, <this>)``)."""
+    return int(batch_id) * 1_000_003 + int(seed) + 1
+
+
+def uniform_of(tuple_ids: ArrayLike, batch_id: int, seed: int = 0) -> NDArray[np.float64]:
+    """A uniform in [0, 1) per (tuple id, batch): the top 53 bits of the stable hash.
+
+    Spark computes the same value as
+    ``shiftrightunsigned(xxhash64(event_id, drop_seed(b)), 11) / 2^53``.
+    """
+    ids = np.asarray(tuple_ids, dtype=np.int64)
+    h = stable_hash(ids, seed=drop_seed(batch_id, seed)).view(np.uint64)
+    return (h >> np.uint64(11)).astype(np.float64) / float(1 << 53)
 
 
 def keep_mask(tuple_ids: ArrayLike, batch_id: int, keep: float, seed: int = 0) -> NDArray[np.bool_]:
@@ -28,10 +44,7 @@ def keep_mask(tuple_ids: ArrayLike, batch_id: int, keep: float, seed: int = 0) -
     """
     if not 0.0 <= keep <= 1.0:
         raise ValueError(f"keep: fraction {keep} outside [0, 1]")
-    ids = np.asarray(tuple_ids, dtype=np.int64)
-    h = stable_hash(ids ^ np.int64(batch_id * 0x2545F491), seed=seed + 7)
-    u = (h >> np.uint64(11)).astype(np.float64) / float(1 << 53)
-    return np.asarray(u < keep, dtype=bool)
+    return np.asarray(uniform_of(tuple_ids, batch_id, seed) < keep, dtype=bool)
 
 
 def semantic_keep_mask(

@@ -1,0 +1,52 @@
+"""SparkSession factory: local[N], local-cluster[n,c,m] or a standalone master, loopback only.
+
+Every Spark listener binds to 127.0.0.1: ``SPARK_LOCAL_IP`` is set before the JVM starts
+(without it the web UI binds to all interfaces), and ``spark.driver.host`` /
+``spark.driver.bindAddress`` are set explicitly. Executors run this interpreter
+(``PYSPARK_PYTHON``), so they find pandas and pyarrow. ANSI mode stays on.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["LOOPBACK", "TEST_CONF", "make_session"]
+
+LOOPBACK = "127.0.0.1"
+
+TEST_CONF: dict[str, str] = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+
+
+def make_session(master: str = "local[2]", app: str = "trimtab", conf: dict[str, str] | None = None) -> SparkSession:
+    """A SparkSession on ``master`` with loopback-only networking and quiet logs."""
+    os.environ["SPARK_LOCAL_IP"] = LOOPBACK  # must precede the JVM start
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app)
+        .config("spark.driver.host", LOOPBACK)
+        .config("spark.driver.bindAddress", LOOPBACK)
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.executorEnv.PYSPARK_PYTHON", os.environ["PYSPARK_PYTHON"])
+        .config("spark.executorEnv.SPARK_LOCAL_IP", LOOPBACK)
+    )
+    for key, value in {**TEST_CONF, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
