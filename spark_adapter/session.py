@@ -29,7 +29,9 @@ TEST_CONF: dict[str, str] = {
 }
 
 
-def make_session(master: str = "local[2]", app: str = "trimtab", conf: dict[str, str] | None = None) -> SparkSession:
+def make_session(
+    master: str = "local[2]", app: str = "trimtab", conf: dict[str, str] | None = None
+) -> SparkSession:
     """A SparkSession on ``master`` with loopback-only networking and quiet logs."""
     os.environ["SPARK_LOCAL_IP"] = LOOPBACK  # must precede the JVM start
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -1,0 +1,185 @@
+"""The versioned plan store and the per-batch plan log.
+
+``PlanStore``: immutable plan versions ``plans/v000042.json`` plus a ``current`` pointer, each
+written to a temporary file, fsynced and ``os.replace``d (atomic on POSIX), so a reader sees the
+old or the new version, never half of one. Published versions are never edited.
+
+``PlanLog``: SQLite, ``batch_id -> (plan version, watermarks)``. ``resolve`` pins a batch to the
+current plan on its first execution and returns the pinned entry on every replay, so a
+replayed micro-batch routes, drops and closes windows exactly as the first attempt did. It also
+records committed batches and state snapshots (for recovery and input-log trimming).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.plans import Plan
+
+__all__ = ["BatchPin", "PlanLog", "PlanStore", "atomic_write"]
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file in the same directory, fsync, replace)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class PlanStore:
+    """Immutable plan versions behind an atomically replaced ``current`` pointer."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, version: int) -> Path:
+        return self.root / f"v{version:06d}.json"
+
+    def publish(self, plan: Plan) -> int:
+        """Write ``plan`` as its version (refusing to overwrite) and point ``current`` at it."""
+        p = self._path(plan.version)
+        if p.exists():
+            if Plan.from_json(p.read_bytes()) != plan:
+                raise ValueError(
+                    f"version: plan version {plan.version} is already published with other content"
+                )
+        else:
+            atomic_write(p, plan.to_json().encode())
+        atomic_write(self.root / "current", str(plan.version).encode())
+        return plan.version
+
+    def current_version(self) -> int | None:
+        """The version ``current`` points at, or None before the first publish."""
+        c = self.root / "current"
+        return int(c.read_text()) if c.exists() else None
+
+    def load(self, version: int) -> Plan:
+        """A published version."""
+        p = self._path(version)
+        if not p.exists():
+            raise KeyError(f"plan version {version} is not in {self.root}")
+        return Plan.from_json(p.read_bytes())
+
+    def load_current(self) -> Plan:
+        """The current plan."""
+        v = self.current_version()
+        if v is None:
+            raise KeyError(f"no plan published in {self.root}")
+        return self.load(v)
+
+
+@dataclass(frozen=True)
+class BatchPin:
+    """What a batch was pinned to on its first execution."""
+
+    batch_id: int
+    plan_version: int
+    watermark_prev: float
+    watermark: float
+    replay: bool
+
+
+class PlanLog:
+    """SQLite log of batch pins, commits and state snapshots."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(
+            """
+            CREATE TABLE IF NOT EXISTS pins (batch_id INTEGER PRIMARY KEY, plan_version INTEGER NOT NULL,
+                                             wm_prev REAL NOT NULL, wm REAL NOT NULL);
+            CREATE TABLE IF NOT EXISTS commits (batch_id INTEGER PRIMARY KEY, rows_out INTEGER, info TEXT);
+            CREATE TABLE IF NOT EXISTS snapshots (batch_id INTEGER PRIMARY KEY, path TEXT NOT NULL);
+            CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+            """
+        )
+
+    def resolve(self, batch_id: int, plans: PlanStore, watermark: float) -> tuple[Plan, BatchPin]:
+        """The pinned plan and watermarks for ``batch_id``; pins the current ones on first sight."""
+        row = self._db.execute(
+            "SELECT plan_version, wm_prev, wm FROM pins WHERE batch_id=?", (batch_id,)
+        ).fetchone()
+        if row is not None:
+            return plans.load(row[0]), BatchPin(batch_id, row[0], row[1], row[2], True)
+        prev = self._db.execute(
+            "SELECT wm FROM pins WHERE batch_id<? ORDER BY batch_id DESC LIMIT 1", (batch_id,)
+        ).fetchone()
+        wm_prev = prev[0] if prev else float("-inf")
+        wm = max(watermark, wm_prev)
+        plan = plans.load_current()
+        self._db.execute("INSERT INTO pins VALUES (?,?,?,?)", (batch_id, plan.version, wm_prev, wm))
+        return plan, BatchPin(batch_id, plan.version, wm_prev, wm, False)
+
+    def pin_of(self, batch_id: int) -> int | None:
+        """The plan version pinned for ``batch_id``."""
+        row = self._db.execute(
+            "SELECT plan_version FROM pins WHERE batch_id=?", (batch_id,)
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    def pins(self) -> list[tuple[int, int]]:
+        """All (batch id, plan version) pins, in batch order."""
+        return [
+            (int(b), int(v))
+            for b, v in self._db.execute(
+                "SELECT batch_id, plan_version FROM pins ORDER BY batch_id"
+            )
+        ]
+
+    def commit(self, batch_id: int, rows_out: int, info: dict[str, object] | None = None) -> None:
+        """Record that ``batch_id``'s output is written (idempotent)."""
+        self._db.execute(
+            "INSERT OR REPLACE INTO commits VALUES (?,?,?)",
+            (batch_id, rows_out, json.dumps(info or {})),
+        )
+
+    def committed(self) -> list[int]:
+        """Committed batch ids, ascending."""
+        return [
+            int(r[0]) for r in self._db.execute("SELECT batch_id FROM commits ORDER BY batch_id")
+        ]
+
+    def record_snapshot(self, batch_id: int, path: str) -> None:
+        """A state snapshot taken after ``batch_id``."""
+        self._db.execute("INSERT OR REPLACE INTO snapshots VALUES (?,?)", (batch_id, path))
+
+    def latest_snapshot(self, at_most: int | None = None) -> tuple[int, str] | None:
+        """The newest snapshot at or before ``at_most``."""
+        q = "SELECT batch_id, path FROM snapshots"
+        args: tuple[int, ...] = ()
+        if at_most is not None:
+            q += " WHERE batch_id<=?"
+            args = (at_most,)
+        row = self._db.execute(q + " ORDER BY batch_id DESC LIMIT 1", args).fetchone()
+        return None if row is None else (int(row[0]), str(row[1]))
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Store a small setting (e.g. the fencing epoch)."""
+        self._db.execute("INSERT OR REPLACE INTO meta VALUES (?,?)", (key, value))
+
+    def get_meta(self, key: str) -> str | None:
+        """Read a small setting."""
+        row = self._db.execute("SELECT v FROM meta WHERE k=?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def close(self) -> None:
+        """Close the database."""
+        self._db.close()

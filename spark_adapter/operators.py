@@ -1,0 +1,396 @@
+"""The query as the Spark pipeline runs it, and its per-partition logic in pandas.
+
+A scenario's query network is compiled to one *keyed stage*: per-stream stateless operators
+(filters, maps, UDF costs) in front of one keyed windowed operator, an aggregate
+(count/sum/avg/min/max of ``v``) or a windowed equi-join whose result is counted per key and
+window. Windows are sliding (``size_s``, ``slide_s``); state is kept per (key, side, pane) where
+a pane is one slide. ``update_partition`` folds a partition's routed input into its state
+panes, emits partial aggregates of the windows the pinned watermark closes, prunes panes no
+open window needs, and reports its own load as data (rows, busy seconds, key-group and key
+counts, state rows moved). ``merge_partials`` combines partials of split keys
+deterministically; ``reference_output`` computes the same answer with plain pandas.
+No pyspark import here: this module is tested on its own.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from core.scenario import Scenario
+
+__all__ = [
+    "ROW_COLUMNS",
+    "ROW_DDL",
+    "QuerySpec",
+    "compile_query",
+    "merge_partials",
+    "reference_output",
+    "update_partition",
+]
+
+ROW_COLUMNS = [
+    "tag",
+    "key",
+    "kg",
+    "side",
+    "pane",
+    "cnt",
+    "sum",
+    "mn",
+    "mx",
+    "pid",
+    "prev_pid",
+    "rows",
+    "busy_s",
+]
+ROW_DDL = (
+    "tag STRING, key LONG, kg INT, side INT, pane LONG, cnt DOUBLE, sum DOUBLE, mn DOUBLE, mx DOUBLE, "
+    "pid INT, prev_pid INT, rows LONG, busy_s DOUBLE"
+)
+_OPS = {
+    ">": np.greater,
+    ">=": np.greater_equal,
+    "<": np.less,
+    "<=": np.less_equal,
+    "==": np.equal,
+    "!=": np.not_equal,
+}
+
+
+@dataclass(frozen=True)
+class QuerySpec:
+    """The compiled keyed stage."""
+
+    op_id: str
+    kind: str  # "aggregate" or "join"
+    agg: str  # count, sum, avg, min, max (join: count of the join result)
+    size_s: float
+    slide_s: float
+    key_groups: int
+    sides: dict[str, int]  # stream -> side (join: 0 left, 1 right)
+    predicates: dict[str, list[tuple[str, str, float]]] = field(default_factory=dict)
+    cost_us: dict[str, float] = field(default_factory=dict)  # per input row, by stream
+
+    @property
+    def panes_per_window(self) -> int:
+        """Slides per window."""
+        return max(1, round(self.size_s / self.slide_s))
+
+    def predicate_sql(self, stream: str) -> str:
+        """The stateless filters of ``stream`` as a Spark SQL condition."""
+        conds = [f"`{c}` {op} {float(v)!r}" for c, op, v in self.predicates.get(stream, [])]
+        return " AND ".join(conds) if conds else "true"
+
+
+def compile_query(scenario: Scenario) -> QuerySpec:
+    """The keyed stage of a scenario's query network.
+
+    Raises ``ValueError`` naming the operator when the network has a shape the Spark pipeline
+    cannot run (no keyed windowed operator, or a keyed operator that is not windowed).
+    """
+    ops = {o.id: o for o in scenario.operators}
+    keyed = [o for o in scenario.operators if o.kind in ("aggregate", "join")]
+    if not keyed:
+        raise ValueError("operators: the Spark pipeline needs a keyed windowed aggregate or join")
+    top = keyed[0]
+    if top.window is None:
+        raise ValueError(f"operators.{top.id}.window: a keyed operator needs a window on Spark")
+    streams = [s.id for s in scenario.streams]
+    predicates: dict[str, list[tuple[str, str, float]]] = {}
+    cost: dict[str, float] = {}
+    sides: dict[str, int] = {}
+
+    def walk(src: str, side: int) -> None:
+        # follow the chain of stateless operators from the keyed operator back to a stream
+        if src in streams:
+            sides[src] = side
+            cost.setdefault(src, 0.0)
+            return
+        o = ops[src]
+        if o.kind in ("aggregate", "join"):
+            raise ValueError(
+                f"operators.{o.id}: only one keyed operator per path is supported on Spark"
+            )
+        if len(o.inputs) != 1 and o.kind != "union":
+            raise ValueError(
+                f"operators.{o.id}.inputs: stateless operators need one input on Spark"
+            )
+        for inp in o.inputs:
+            walk(inp, side)
+            leaves = [s for s in streams if sides.get(s) == side]
+            for s in leaves:
+                cost[s] = cost.get(s, 0.0) + o.cost_us
+                if o.kind == "filter" and {"column", "op", "value"} <= set(o.params):
+                    if o.params["op"] not in _OPS:
+                        raise ValueError(
+                            f"operators.{o.id}.params.op: unknown comparison {o.params['op']!r}"
+                        )
+                    predicates.setdefault(s, []).append(
+                        (str(o.params["column"]), str(o.params["op"]), float(o.params["value"]))
+                    )
+
+    if top.kind == "join":
+        if len(top.inputs) != 2:
+            raise ValueError(f"operators.{top.id}.inputs: a join needs two inputs")
+        walk(top.inputs[0], 0)
+        walk(top.inputs[1], 1)
+    else:
+        for inp in top.inputs:
+            walk(inp, 0)
+    per_row = top.cost_us + sum(
+        o.cost_us for o in scenario.operators if o.kind in ("aggregate",) and o.id != top.id
+    )
+    for s in sides:
+        cost[s] = cost.get(s, 0.0) + per_row
+    agg = str(top.params.get("agg", "count")) if top.kind == "aggregate" else "count"
+    if agg not in ("count", "sum", "avg", "min", "max"):
+        raise ValueError(f"operators.{top.id}.params.agg: unknown aggregate {agg!r}")
+    return QuerySpec(
+        op_id=top.id,
+        kind=top.kind,
+        agg=agg,
+        size_s=top.window.size_s,
+        slide_s=top.window.slide_s,
+        key_groups=top.key_groups,
+        sides=sides,
+        predicates=predicates,
+        cost_us=cost,
+    )
+
+
+def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
+    """Concatenate the non-empty frames (an empty result keeps ``columns``)."""
+    full = [f for f in frames if len(f)]
+    return pd.concat(full, ignore_index=True) if full else pd.DataFrame(columns=columns)
+
+
+def _burn(seconds: float) -> None:
+    """Spend ``seconds`` of CPU (the operators' per-tuple cost)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def _window_range(q: QuerySpec, wm_prev: float, wm: float, panes: np.ndarray) -> tuple[int, int]:
+    """Window indices j (start = j * slide) closed by wm and not yet by wm_prev."""
+    w = q.panes_per_window
+    if wm == -math.inf:
+        return 0, -1  # nothing has closed yet
+    lo_default = int(panes.min()) - w + 1 if panes.size else 0
+    hi_default = int(panes.max()) if panes.size else -1
+    j_lo = (
+        lo_default
+        if wm_prev == -math.inf
+        else math.floor((wm_prev - q.size_s) / q.slide_s + 1e-9) + 1
+    )
+    j_hi = hi_default if wm == math.inf else math.floor((wm - q.size_s) / q.slide_s + 1e-9)
+    return j_lo, j_hi
+
+
+def update_partition(
+    rows: pd.DataFrame,
+    q: QuerySpec,
+    pid: int,
+    wm_prev: float,
+    wm: float,
+    costs_by_side: dict[int, float],
+) -> pd.DataFrame:
+    """Fold one partition's input ('I') and state ('S') rows; return S, O, T, K and H rows."""
+    t0 = time.perf_counter()
+    inp = rows[rows["tag"] == "I"]
+    st = rows[rows["tag"] == "S"]
+    n_in = len(inp)
+    # the operators' per-tuple CPU cost
+    burn = (
+        sum(
+            float(costs_by_side.get(int(s), 0.0)) * int(c)
+            for s, c in inp["side"].value_counts().items()
+        )
+        * 1e-6
+    )
+    _burn(burn)
+    w = q.panes_per_window
+    j_prev = (
+        -math.inf
+        if wm_prev in (-math.inf, math.inf)
+        else math.floor((wm_prev - q.size_s) / q.slide_s + 1e-9)
+    )
+    late = inp["pane"].to_numpy() <= j_prev  # every window of these tuples was already emitted
+    inp = inp[~late]
+    cols = ["key", "kg", "side", "pane"]
+    vals = [*cols, "cnt", "sum", "mn", "mx"]
+    allp = _concat([inp[vals], st[vals]], vals).astype(
+        {
+            "key": "int64",
+            "kg": "int64",
+            "side": "int64",
+            "pane": "int64",
+            "cnt": "float64",
+            "sum": "float64",
+            "mn": "float64",
+            "mx": "float64",
+        }
+    )
+    # a fixed order makes float sums independent of shuffle-fetch order (replays are identical)
+    allp = allp.sort_values([*cols, "sum", "cnt"], kind="stable", ignore_index=True)
+    panes = allp.groupby(cols, sort=True, as_index=False).agg(
+        cnt=("cnt", "sum"), sum=("sum", "sum"), mn=("mn", "min"), mx=("mx", "max")
+    )
+    pv = panes["pane"].to_numpy()
+    j_lo, j_hi = _window_range(q, wm_prev, wm, pv)
+    out = []
+    if len(panes) and j_hi >= j_lo:
+        first = np.maximum(pv - w + 1, j_lo)
+        last = np.minimum(pv, j_hi)
+        reps = np.maximum(last - first + 1, 0)
+        idx = np.repeat(np.arange(len(panes)), reps)
+        offs = np.arange(reps.sum()) - np.repeat(np.cumsum(reps) - reps, reps)
+        ex = panes.iloc[idx].reset_index(drop=True)
+        ex["pane"] = (first[idx] + offs).astype(np.int64)  # now the window index j
+        o = ex.groupby(cols, sort=True, as_index=False).agg(
+            cnt=("cnt", "sum"), sum=("sum", "sum"), mn=("mn", "min"), mx=("mx", "max")
+        )
+        o["tag"] = "O"
+        out.append(o)
+    if wm == math.inf:
+        keep = panes.iloc[0:0]  # the final flush: every window is closed
+    else:
+        keep = panes[panes["pane"] > j_hi] if j_hi >= j_lo or wm != -math.inf else panes
+    s_out = keep.copy()
+    s_out["tag"] = "S"
+    out.append(s_out)
+    moved = int((st["prev_pid"] != pid).sum()) if len(st) else 0
+    busy = time.perf_counter() - t0
+    out.append(
+        pd.DataFrame(
+            {
+                "tag": ["T"],
+                "rows": [n_in],
+                "busy_s": [busy],
+                "cnt": [float(len(st))],
+                "sum": [float(moved)],
+                "mn": [float(late.sum())],
+                "side": [-1],
+            }
+        )
+    )
+    if n_in:
+        kgc = inp["kg"].value_counts()
+        out.append(
+            pd.DataFrame({"tag": "K", "kg": kgc.index.astype(np.int32), "rows": kgc.to_numpy()})
+        )
+        kc = rows[rows["tag"] == "I"].groupby(["key", "side"]).size().reset_index(name="rows")
+        kc["tag"] = "H"
+        out.append(kc)
+    res = _concat(out, ROW_COLUMNS)
+    res["pid"] = pid
+    res["prev_pid"] = pid
+    for c in ROW_COLUMNS:
+        if c not in res.columns:
+            res[c] = None
+    res = res[ROW_COLUMNS]
+    int_cols = {
+        "key": "Int64",
+        "kg": "Int32",
+        "side": "Int32",
+        "pane": "Int64",
+        "pid": "Int32",
+        "prev_pid": "Int32",
+        "rows": "Int64",
+    }
+    return res.astype(
+        {
+            **int_cols,
+            "cnt": "float64",
+            "sum": "float64",
+            "mn": "float64",
+            "mx": "float64",
+            "busy_s": "float64",
+        }
+    )
+
+
+def merge_partials(o: pd.DataFrame, q: QuerySpec) -> pd.DataFrame:
+    """Combine 'O' partials of split keys into final window values: (key, window_start, value).
+
+    Sorting before summing makes the result independent of the order partials arrive in.
+    """
+    if o.empty:
+        return pd.DataFrame(
+            {
+                "key": pd.Series(dtype="int64"),
+                "window_start": pd.Series(dtype="float64"),
+                "value": pd.Series(dtype="float64"),
+            }
+        )
+    o = o.sort_values(["key", "pane", "side", "pid", "sum", "cnt"], kind="stable")
+    g = (
+        o.groupby(["key", "pane", "side"], sort=True)
+        .agg(cnt=("cnt", "sum"), sum=("sum", "sum"), mn=("mn", "min"), mx=("mx", "max"))
+        .reset_index()
+    )
+    if q.kind == "join":
+        left = g[g["side"] == 0].set_index(["key", "pane"])["cnt"]
+        right = g[g["side"] == 1].set_index(["key", "pane"])["cnt"]
+        both = pd.concat([left.rename("l"), right.rename("r")], axis=1, join="inner")
+        val = (both["l"] * both["r"]).reset_index()
+        val.columns = ["key", "pane", "value"]
+    else:
+        g = g[g["side"] == 0]
+        col = {
+            "count": g["cnt"],
+            "sum": g["sum"],
+            "avg": g["sum"] / g["cnt"],
+            "min": g["mn"],
+            "max": g["mx"],
+        }[q.agg]
+        val = pd.DataFrame(
+            {"key": g["key"].to_numpy(), "pane": g["pane"].to_numpy(), "value": col.to_numpy()}
+        )
+    val = val[val["value"] != 0] if q.kind == "join" else val
+    return pd.DataFrame(
+        {
+            "key": val["key"].astype("int64").to_numpy(),
+            "window_start": (val["pane"].astype("int64") * q.slide_s).astype("float64").to_numpy(),
+            "value": val["value"].astype("float64").to_numpy(),
+        }
+    ).sort_values(["key", "window_start"], ignore_index=True)
+
+
+def reference_output(
+    events: pd.DataFrame, q: QuerySpec, keep: pd.Series | None = None
+) -> pd.DataFrame:
+    """The expected final output of every window, from the kept input rows, without routing."""
+    ev = events if keep is None else events[keep.to_numpy()]
+    ev = ev[ev["stream"].isin(list(q.sides))]
+    mask = np.ones(len(ev), dtype=bool)
+    for s, preds in q.predicates.items():
+        sel = (ev["stream"] == s).to_numpy()
+        for col, op, val in preds:
+            mask &= ~sel | _OPS[op](ev[col].to_numpy(), val)
+    ev = ev[mask]
+    w = q.panes_per_window
+    pane = np.floor(ev["ts"].to_numpy() / q.slide_s).astype(np.int64)  # as Spark: floor(ts / slide)
+    reps = np.full(pane.size, w)
+    idx = np.repeat(np.arange(pane.size), reps)
+    j = pane[idx] - (np.arange(idx.size) - np.repeat(np.cumsum(reps) - reps, reps))
+    x = pd.DataFrame(
+        {
+            "key": ev["key"].to_numpy()[idx],
+            "side": ev["stream"].map(q.sides).to_numpy()[idx],
+            "pane": j,
+            "v": ev["v"].to_numpy()[idx],
+        }
+    )
+    parts = (
+        x.groupby(["key", "pane", "side"])
+        .agg(cnt=("v", "size"), sum=("v", "sum"), mn=("v", "min"), mx=("v", "max"))
+        .reset_index()
+    )
+    parts["pid"] = 0
+    return merge_partials(parts.astype({"cnt": "float64"}), q)
