@@ -26,6 +26,16 @@ app = typer.Typer(
 )
 err = Console(stderr=True)
 
+SPARK_KEYS = (
+    "batches",
+    "batch_duration_p50",
+    "batch_duration_p99",
+    "rows_in",
+    "rows_out",
+    "rows_dropped",
+    "state_rows_moved",
+    "output_matches_reference",
+)
 SUMMARY_KEYS = (
     "throughput",
     "mean_latency",
@@ -90,6 +100,28 @@ def replay(
         int | None, typer.Option(help="workload seed; default from the scenario")
     ] = None,
     shedding: Annotated[str | None, typer.Option(help="lp, fit, uniform, local or none")] = None,
+    master: Annotated[
+        str,
+        typer.Option(
+            help="Spark master: local[2], local-cluster[2,1,1024] or spark://127.0.0.1:7077"
+        ),
+    ] = "local[2]",
+    batches: Annotated[
+        int, typer.Option(min=1, help="Spark: micro-batches (input segments) to replay")
+    ] = 10,
+    partitioner: Annotated[
+        str | None,
+        typer.Option(help="Spark: hot-key partitioner (hash, pkg, dchoices, wchoices, ...)"),
+    ] = None,
+    partitions: Annotated[
+        int, typer.Option(min=1, help="Spark: partitions of the keyed stage")
+    ] = 2,
+    scale: Annotated[
+        float, typer.Option(min=0.0001, help="Spark: input rate scale (fit the machine)")
+    ] = 0.1,
+    workdir: Annotated[
+        Path | None, typer.Option(help="Spark: working directory (input log, plans, output)")
+    ] = None,
     report: Annotated[
         Path | None, typer.Option(help="write CSV series, PNG plots and report.html here")
     ] = None,
@@ -104,8 +136,27 @@ def replay(
     from controller.replay import replay_sim
 
     sc = _load(scenario)
-    if substrate != "sim":
-        _fail(f"--substrate: {substrate!r} is not available yet (use 'sim')")
+    if substrate not in ("sim", "spark"):
+        _fail(f"--substrate: {substrate!r} is not a substrate (use 'sim' or 'spark')")
+    if substrate == "spark":
+        from controller.spark_replay import replay_spark
+
+        try:
+            res = replay_spark(
+                sc,
+                master,
+                batches,
+                placement,
+                partitioner,
+                shedding,
+                partitions,
+                scale,
+                workdir=workdir,
+            )
+        except ValueError as e:
+            _fail(str(e))
+        _finish(res, report, json_out, sc.name)
+        return
     prog = _progress(not json_out)
     try:
         if prog is None:
@@ -125,6 +176,11 @@ def replay(
                 )
     except ValueError as e:
         _fail(str(e))
+    _finish(res, report, json_out, sc.name)
+
+
+def _finish(res: Any, report: Path | None, json_out: bool, name: str) -> None:
+    """Write the report if asked, then print JSON or the summary table."""
     if report is not None:
         from controller.report import write_report
 
@@ -133,7 +189,8 @@ def replay(
     if json_out:
         print(json.dumps(res.summary, default=float))
         return
-    Console().print(_table([{**res.summary, "scenario": sc.name}], SUMMARY_KEYS, "scenario"))
+    keys = SUMMARY_KEYS + tuple(k for k in SPARK_KEYS if k in res.summary)
+    Console().print(_table([{**res.summary, "scenario": name}], keys, "scenario"))
     if report is not None:
         err.print(f"report written to {report}/report.html")
 

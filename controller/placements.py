@@ -60,6 +60,13 @@ class Static(_Base):
             )
         if self.name == "connected":
             return baselines.connected(load, cap, ctx.units.edges)
+        if self.name == "hash":
+            # key group kg of an operator -> kg mod n: plain hash routing when n divides G
+            kg = np.zeros(ctx.units.m, dtype=np.int64)
+            for i in np.unique(ctx.units.op_index):
+                idx = np.flatnonzero(ctx.units.op_index == i)
+                kg[idx] = np.arange(idx.size)
+            return kg % cap.size
         if self.name == "rod":
             return rod(
                 ctx.units.coeff, cap, ctx.units.edges, seed=int(self.params.get("seed", ctx.seed))
@@ -67,7 +74,7 @@ class Static(_Base):
         raise ValueError(f"placement: unknown static method {self.name!r}")
 
 
-for _name in ("llf", "random", "connected", "rod"):
+for _name in ("llf", "random", "connected", "rod", "hash"):
     register_placement(_name)(lambda params, _n=_name: Static(_n, params))
 
 

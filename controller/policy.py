@@ -149,11 +149,16 @@ class ControlPolicy:
     """Placement with hysteresis plus failure evacuation; shedding and HA plug in later."""
 
     def __init__(
-        self, ctx: Context, placement: PlacementMethod, initial: PlacementMethod | None = None
+        self,
+        ctx: Context,
+        placement: PlacementMethod,
+        initial: PlacementMethod | None = None,
+        routing: Any = None,
     ) -> None:
         self.ctx = ctx
         self.placement = placement
         self.initial = initial or placement
+        self.routing = routing  # a controller.routing.RoutingPolicy, for keyed pipelines
         self.rounds = 0
         self.last_change_round = -(10**9)
 
@@ -165,7 +170,7 @@ class ControlPolicy:
 
     def decide(self, unit_x: Array, node_x: Array, plan: Plan, obs: Observation) -> Decision:
         """One control round: placement (with failure evacuation), then shedding on its result."""
-        d = self._decide_placement(unit_x, node_x, plan, obs)
+        d = self._route(self._decide_placement(unit_x, node_x, plan, obs), plan, obs)
         method = self.ctx.settings.shedding.method
         if method == "none" or obs.input_rates.shape[1] == 0:
             return d
@@ -190,6 +195,24 @@ class ControlPolicy:
             new = d.plan.model_copy(update={"shed": sd.shed})
         kind = "shed" if d.plan is None else d.kind + "+shed"
         return Decision(new, kind, (d.reason + "; " if d.plan else "") + sd.reason, details)
+
+    def _route(self, d: Decision, plan: Plan, obs: Observation) -> Decision:
+        """Routing on top of the placement decision (table from placement, hot-key quotas)."""
+        if self.routing is None:
+            return d
+        base = d.plan or plan
+        new, why, info = self.routing.decide(obs, base.placement, base.routing)
+        details = {**d.details, "routing": info}
+        if new is None:
+            return Decision(d.plan, d.kind, d.reason + "; " + why, details)
+        if d.plan is None:
+            return Decision(base.next(routing=new, reason=why), "reroute", why, details)
+        return Decision(
+            d.plan.model_copy(update={"routing": new}),
+            d.kind + "+reroute",
+            d.reason + "; " + why,
+            details,
+        )
 
     def _decide_placement(
         self, unit_x: Array, node_x: Array, plan: Plan, obs: Observation

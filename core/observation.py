@@ -32,6 +32,8 @@ class Observation:
     backlog_s : ``(n,)`` queued work per node in seconds of that node's capacity
     latency_s : mean end-to-end latency over the samples
     plan_version : the plan version the substrate is applying
+    key_counts : ``(keys, 2)`` rows per key in the latest sample (key, count), for hot-key
+        routing; empty when the substrate does not see keys
     """
 
     time_s: float
@@ -43,6 +45,7 @@ class Observation:
     latency_s: float = 0.0
     plan_version: int = 0
     counters: dict[str, float] = field(default_factory=dict)
+    key_counts: NDArray[np.int64] = field(default_factory=lambda: np.zeros((0, 2), dtype=np.int64))
 
     @property
     def samples(self) -> int:

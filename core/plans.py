@@ -68,12 +68,17 @@ class Placement(BaseModel):
 
 
 class RoutingConfig(BaseModel):
-    """Key routing: a partitioner for hot keys and a key-group -> partition table for cold keys."""
+    """Key routing: a key-group -> partition table for cold keys, quotas for split hot keys.
+
+    ``hot`` maps a key to ``((partition, fraction), ...)``: its rows are spread over those
+    partitions by a stable hash of the event id, in those proportions.
+    """
 
     model_config = _FROZEN
     partitioner: str = "hash"
     num_partitions: int = Field(1, ge=1)
     table: tuple[int, ...] = ()
+    hot: dict[int, tuple[tuple[int, float], ...]] = Field(default_factory=dict)
     params: dict[str, float | int | str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -81,6 +86,19 @@ class RoutingConfig(BaseModel):
         bad = [t for t in self.table if not 0 <= t < self.num_partitions]
         if bad:
             raise ValueError(f"table: partition {bad[0]} outside [0, {self.num_partitions})")
+        for key, quotas in self.hot.items():
+            if not quotas:
+                raise ValueError(f"hot.{key}: a split key needs at least one (partition, fraction)")
+            for pid, frac in quotas:
+                if not 0 <= pid < self.num_partitions:
+                    raise ValueError(
+                        f"hot.{key}: partition {pid} outside [0, {self.num_partitions})"
+                    )
+                if not (math.isfinite(frac) and 0 < frac <= 1 + 1e-9):
+                    raise ValueError(f"hot.{key}: fraction {frac} outside (0, 1]")
+            total = sum(f for _, f in quotas)
+            if abs(total - 1.0) > 1e-6:
+                raise ValueError(f"hot.{key}: fractions sum to {total}, not 1")
         return self
 
 

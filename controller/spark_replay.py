@@ -1,0 +1,274 @@
+"""Scenario replay on Spark: input log, plan-driven pipeline, controller embedded in the driver.
+
+The scenario's workload is written to an input log (``batches`` segments, rates x ``scale`` to
+fit this machine); a streaming query processes one segment per micro-batch; every
+``interval_batches`` batches the controller observes the batches' statistics, decides and
+publishes a plan, which the next batch pins. At the end the remaining windows are flushed and
+the sink is compared with the reference computed from the same input and the same drops.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+import controller.placements  # noqa: F401  (fills the placement registry)
+from controller.loop import ControlLoop
+from controller.policy import PLACEMENTS, Context, ControlPolicy
+from controller.replay import ReplayResult, window_stats
+from controller.routing import RoutingPolicy
+from core.cluster import Cluster, Node
+from core.scenario import Scenario
+from core.topology import OperatorSpec, QueryNetwork
+from core.workload import rates
+from simulator import SimResult
+
+__all__ = ["replay_spark", "spark_context"]
+
+
+def spark_context(scenario: Scenario, query: Any, partitions: int, scale: float) -> Context:
+    """The controller's view of the Spark pipeline: key groups of the keyed stage on partitions."""
+    streams = list(query.sides)
+    op = OperatorSpec(
+        query.op_id, "aggregate", tuple(streams), max(query.cost_us.values()), 1.0, query.key_groups
+    )
+    net = QueryNetwork(tuple(streams), (op,))
+    idx = [s.id for s in scenario.streams]
+    expected = (
+        rates(scenario).mean(axis=0)[[idx.index(s) for s in streams]] / scenario.tick_s * scale
+    )
+    cluster = Cluster(tuple(Node(f"p{i}", 1.0, 1.0) for i in range(partitions)))
+    return Context(net, net.units(), cluster, expected, scenario.controller, scenario.seed)
+
+
+def replay_spark(
+    scenario: Scenario,
+    master: str = "local[2]",
+    batches: int = 10,
+    placement: str | None = None,
+    partitioner: str | None = None,
+    shedding: str | None = None,
+    partitions: int = 2,
+    scale: float = 0.1,
+    interval_batches: int = 2,
+    workdir: str | Path | None = None,
+    spark: Any = None,
+) -> ReplayResult:
+    """Replay ``scenario`` on Spark with the controller in the loop; summary with replay keys."""
+    from spark_adapter.operators import compile_query
+    from spark_adapter.pipeline import SparkPipeline
+    from spark_adapter.session import make_session
+    from spark_adapter.substrate import SparkSubstrate
+
+    q = compile_query(scenario)
+    if shedding is not None:
+        ctl = scenario.controller
+        scenario = scenario.model_copy(
+            update={
+                "controller": ctl.model_copy(
+                    update={"shedding": ctl.shedding.model_copy(update={"method": shedding})}
+                )
+            }
+        )
+    name = placement or scenario.controller.placement.method
+    if name not in PLACEMENTS:
+        raise ValueError(
+            f"placement: unknown method {name!r} (known: {', '.join(sorted(PLACEMENTS))})"
+        )
+    part = partitioner or scenario.controller.partitioner
+    own = spark is None
+    spark = spark or make_session(
+        master, f"trimtab-{scenario.name}", {"spark.sql.shuffle.partitions": str(partitions)}
+    )
+    work = Path(workdir or tempfile.mkdtemp(prefix="trimtab-spark-"))
+    ctx = spark_context(scenario, q, partitions, scale)
+    policy = ControlPolicy(
+        ctx,
+        PLACEMENTS[name](dict(scenario.controller.placement.params)),
+        routing=RoutingPolicy(part, q.op_id, q.key_groups, partitions),
+    )
+    loop_box: dict[str, ControlLoop] = {}
+
+    def after_batch(st: Any) -> None:
+        if (st.batch_id + 1) % interval_batches == 0:
+            loop_box["loop"].tick()
+
+    pipe = SparkPipeline(spark, q, work, partitions, on_batch=after_batch)
+    sub = SparkSubstrate(pipe, list(q.sides), scenario.tick_s)
+    loop = ControlLoop(sub, policy, window_k=scenario.controller.window_k)
+    loop_box["loop"] = loop
+    loop.start()
+    rows_in = pipe.input.generate(scenario, batches, scale=scale)
+    t0 = time.perf_counter()
+    try:
+        pipe.run_available(name=None)
+        pipe.flush()
+        wall = time.perf_counter() - t0
+        got = pipe.output()
+        exp, dropped = pipe.reference()
+        matches = bool(
+            len(got) == len(exp)
+            and got[["key", "window_start"]]
+            .reset_index(drop=True)
+            .equals(exp[["key", "window_start"]].reset_index(drop=True))
+            and np.allclose(got["value"].to_numpy(), exp["value"].to_numpy(), rtol=1e-9)
+        )
+        stats = [pipe.stats[b] for b in sorted(pipe.stats)]
+        summary = _summary(
+            scenario,
+            stats,
+            pipe,
+            sub,
+            rows_in,
+            dropped,
+            matches,
+            wall,
+            name,
+            part,
+            master,
+            partitions,
+        )
+        series = _series(stats, partitions)
+    finally:
+        pipe.cleanup()
+        if own:
+            spark.stop()
+    summary["workdir"] = str(work)
+    return ReplayResult(summary=summary, series=series, decisions=loop.records)
+
+
+def _migrations(plans: list[Any]) -> int:
+    moves = 0
+    for a, b in itertools.pairwise(plans):
+        moves += a.placement.moves_to(b.placement)
+    return moves
+
+
+def _summary(
+    sc: Scenario,
+    stats: list[Any],
+    pipe: Any,
+    sub: Any,
+    rows_in: int,
+    dropped: int,
+    matches: bool,
+    wall: float,
+    placement: str,
+    partitioner: str,
+    master: str,
+    n: int,
+) -> dict[str, Any]:
+    real = [s for s in stats if s.event_range[0] >= 0]
+    dur = np.array([s.duration_s for s in real]) if real else np.zeros(1)
+    processed = int(sum(int(s.rows.sum()) for s in stats))
+    late = int(sum(s.late for s in stats))
+    expected = _expected_processed(pipe)
+    node = (
+        np.stack([s.busy_s / max(s.duration_s, 1e-3) for s in real], axis=0)
+        if real
+        else np.zeros((1, n))
+    )
+    var, corr = window_stats(pd.DataFrame(node), max(2, min(sc.controller.window_k, len(real))))
+    return {
+        "scenario": sc.name,
+        "substrate": "spark",
+        "master": master,
+        "placement": placement,
+        "partitioner": partitioner,
+        "partitions": n,
+        "ticks": len(real),
+        "batches": len(real),
+        "throughput": processed / max(float(dur.sum()), 1e-9),
+        "mean_latency": float(dur.mean()),
+        "p99_latency": float(np.quantile(dur, 0.99)),
+        "batch_duration_p50": float(np.quantile(dur, 0.5)),
+        "batch_duration_p99": float(np.quantile(dur, 0.99)),
+        "node_load_variance_mean": var,
+        "mean_pairwise_node_correlation": corr,
+        "migrations": _migrations(sub.published),
+        "plan_versions": len(sub.published),
+        "rows_in": rows_in,
+        "rows_processed": processed,
+        "rows_dropped": dropped,
+        "dropped_fraction": dropped / rows_in if rows_in else 0.0,
+        "lost_tuples": max(0, expected - processed - late),
+        "duplicate_tuples": max(0, processed + late - expected),
+        "late_tuples": late,
+        "rows_out": int(sum(s.rows_out for s in stats)),
+        "state_rows_moved": int(sum(s.state_moved for s in stats)),
+        "output_matches_reference": matches,
+        "wall_s": wall,
+        "partition_rows": [int(x) for x in np.sum([s.rows for s in real], axis=0)] if real else [],
+        "partition_busy_s": [round(float(x), 4) for x in np.sum([s.busy_s for s in real], axis=0)]
+        if real
+        else [],
+    }
+
+
+def _expected_processed(pipe: Any) -> int:
+    """Rows that should reach the keyed stage: kept by the pinned drops and passing the filters."""
+    from shedding.drops import keep_mask
+
+    ev = pipe.input.read()
+    ids = ev["event_id"].to_numpy()
+    keep = np.zeros(len(ev), dtype=bool)
+    for b, st in pipe.stats.items():
+        lo, hi = st.event_range
+        if lo < 0:
+            continue
+        plan = pipe.plans.load(pipe.log.pin_of(b) or 0)
+        sel = (ids >= lo) & (ids <= hi)
+        keep[sel] = True
+        for s in pipe.q.sides:
+            k = plan.shed.keep_of(s)
+            if k < 1.0:
+                rows = sel & (ev["stream"] == s).to_numpy()
+                keep[rows] = keep_mask(ids[rows], b, k)
+    ok = keep & ev["stream"].isin(list(pipe.q.sides)).to_numpy()
+    ops = {
+        ">": np.greater,
+        ">=": np.greater_equal,
+        "<": np.less,
+        "<=": np.less_equal,
+        "==": np.equal,
+        "!=": np.not_equal,
+    }
+    for s, preds in pipe.q.predicates.items():
+        sel = (ev["stream"] == s).to_numpy()
+        for col, op, val in preds:
+            ok &= ~sel | ops[op](ev[col].to_numpy(), val)
+    return int(ok.sum())
+
+
+def _series(stats: list[Any], n: int) -> SimResult:
+    real = [s for s in stats if s.event_range[0] >= 0]
+    idx = pd.Index([s.batch_id for s in real], name="batch")
+    cols = [f"p{i}" for i in range(n)]
+    load = pd.DataFrame([s.busy_s / max(s.duration_s, 1e-3) for s in real], index=idx, columns=cols)
+    rows = pd.DataFrame([s.rows for s in real], index=idx, columns=cols)
+    streams = pd.DataFrame(
+        {
+            "completed": [float(s.rows.sum()) for s in real],
+            "latency_s": [s.duration_s for s in real],
+            "state_rows": [s.state_rows for s in real],
+            "state_moved": [s.state_moved for s in real],
+            "rows_out": [s.rows_out for s in real],
+            "plan_version": [s.plan_version for s in real],
+        },
+        index=idx,
+    )
+    totals = {"out": float(streams["completed"].sum()), "migrations": 0.0}
+    return SimResult(
+        node_load=load,
+        node_util=load.clip(upper=1.0),
+        backlog_s=rows,
+        streams=streams,
+        totals=totals,
+        shed=None,
+    )

@@ -1,0 +1,168 @@
+"""Metrics from the running pipeline: batch stats (data), batch progress (listener), executors (REST).
+
+* ``observation_from_batches``: an ``Observation`` with one sample per micro-batch, from the
+  statistics each batch emitted as data (exact, replayed with the batch, never double counted:
+  a replayed batch replaces its first attempt). Unit loads are the partitions' busy seconds
+  apportioned to key groups by rows, over the batch's duration (cores).
+* ``ProgressListener``: a ``StreamingQueryListener`` whose callbacks only copy fields into a
+  queue.
+* ``RestPoller``: executors and completed stages from Spark's REST API, polled incrementally
+  by stage id (the UI keeps a bounded number of stages), with ms and ns converted to seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import time
+import urllib.request
+from typing import Any
+
+import numpy as np
+from pyspark.sql.streaming import StreamingQueryListener
+
+from core.cluster import NodeStatus
+from core.observation import Observation
+from spark_adapter.pipeline import BatchStats
+
+__all__ = ["ProgressListener", "RestPoller", "observation_from_batches"]
+
+
+def observation_from_batches(
+    batches: list[BatchStats], n: int, streams: list[str], tick_s: float, plan_version: int
+) -> Observation:
+    """One sample per batch: unit (key group) and partition loads in cores, rates, hot keys."""
+    if not batches:
+        g = 0
+        return Observation(
+            0.0,
+            np.zeros((g, 0)),
+            np.zeros((n, 0)),
+            np.zeros((len(streams), 0)),
+            tuple([NodeStatus.UP] * n),
+            np.zeros(n),
+            0.0,
+            plan_version,
+        )
+    g = batches[0].kg_rows.size
+    unit = np.zeros((g, len(batches)))
+    node = np.zeros((n, len(batches)))
+    rates = np.zeros((len(streams), len(batches)))
+    for j, b in enumerate(batches):
+        dur = max(b.duration_s, 1e-3)
+        node[:, j] = b.busy_s / dur
+        per_row = np.divide(b.busy_s, b.rows, out=np.zeros(n), where=b.rows > 0)
+        # a key group's rows may sit in several partitions (split hot keys): average cost per row
+        mean_cost = float((per_row * b.rows).sum() / max(b.rows.sum(), 1))
+        unit[:, j] = b.kg_rows * mean_cost / dur
+        for i, s in enumerate(streams):
+            rates[i, j] = b.stream_rows.get(s, 0) / tick_s
+    last = batches[-1]
+    kc = last.key_rows.groupby("key")["rows"].sum() if len(last.key_rows) else None
+    key_counts = (
+        np.stack([kc.index.to_numpy(), kc.to_numpy()], axis=1).astype(np.int64)
+        if kc is not None
+        else np.zeros((0, 2), dtype=np.int64)
+    )
+    return Observation(
+        time_s=float(sum(b.duration_s for b in batches)),
+        unit_load=unit,
+        node_load=node,
+        input_rates=rates,
+        node_status=tuple([NodeStatus.UP] * n),
+        backlog_s=np.zeros(n),
+        latency_s=float(np.mean([b.duration_s for b in batches])),
+        plan_version=plan_version,
+        counters={"batches": float(len(batches))},
+        key_counts=key_counts,
+    )
+
+
+class ProgressListener(StreamingQueryListener):
+    """Copies each progress event's useful fields into a queue (never calls Spark)."""
+
+    def __init__(self) -> None:
+        self.events: queue.Queue[dict[str, Any]] = queue.Queue()
+
+    def onQueryStarted(self, event: Any) -> None:
+        """Ignored."""
+
+    def onQueryProgress(self, event: Any) -> None:
+        """Queue batch id, duration and input rows."""
+        p = event.progress
+        self.events.put(
+            {
+                "batch_id": p.batchId,
+                "batch_duration_s": p.batchDuration / 1000.0,
+                "rows": p.numInputRows,
+                "duration_ms": dict(p.durationMs),
+                "received_monotonic": time.monotonic(),
+            }
+        )
+
+    def onQueryIdle(self, event: Any) -> None:
+        """Ignored."""
+
+    def onQueryTerminated(self, event: Any) -> None:
+        """Ignored."""
+
+    def drain(self) -> list[dict[str, Any]]:
+        """All queued progress records."""
+        out = []
+        while True:
+            try:
+                out.append(self.events.get_nowait())
+            except queue.Empty:
+                return out
+
+
+class RestPoller:
+    """Spark REST API: executors, and task times of stages completed since the last poll."""
+
+    def __init__(self, ui_url: str, app_id: str, timeout_s: float = 2.0) -> None:
+        if not ui_url.startswith(("http://127.0.0.1", "http://localhost")):
+            raise ValueError(f"ui_url: {ui_url!r} is not a loopback address")
+        self.base = f"{ui_url}/api/v1/applications/{app_id}"
+        self.timeout_s = timeout_s
+        self.seen_stage = -1
+
+    def _get(self, path: str) -> Any:
+        with urllib.request.urlopen(self.base + path, timeout=self.timeout_s) as r:
+            return json.load(r)
+
+    def executors(self, include_dead: bool = False) -> list[dict[str, Any]]:
+        """Executors with id, activity, cores and totals in seconds."""
+        raw = self._get("/allexecutors" if include_dead else "/executors")
+        return [
+            {
+                "id": e["id"],
+                "active": bool(e.get("isActive", True)),
+                "cores": e.get("totalCores", 0),
+                "total_duration_s": e.get("totalDuration", 0) / 1000.0,
+                "failed_tasks": e.get("failedTasks", 0),
+                "host_port": e.get("hostPort", ""),
+            }
+            for e in raw
+        ]
+
+    def new_tasks(self) -> list[dict[str, Any]]:
+        """Tasks of stages completed since the previous call (run time in s, cpu in s)."""
+        stages = self._get("/stages?status=complete&details=false")
+        fresh = sorted(
+            (s for s in stages if s["stageId"] > self.seen_stage), key=lambda s: s["stageId"]
+        )
+        out = []
+        for st in fresh:
+            for t in self._get(f"/stages/{st['stageId']}/{st['attemptId']}/taskList?length=10000"):
+                m = t.get("taskMetrics", {})
+                out.append(
+                    {
+                        "stage": st["stageId"],
+                        "partition": t.get("partitionId", t.get("index")),
+                        "executor": t.get("executorId"),
+                        "run_s": m.get("executorRunTime", 0) / 1000.0,
+                        "cpu_s": m.get("executorCpuTime", 0) / 1e9,
+                    }
+                )
+            self.seen_stage = max(self.seen_stage, st["stageId"])
+        return out

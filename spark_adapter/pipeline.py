@@ -1,0 +1,448 @@
+"""The plan-driven foreachBatch runtime.
+
+For micro-batch b:
+
+1. resolve the plan pinned for b in the plan log (a replay reuses the first attempt's plan and
+   watermarks);
+2. shed: keep a row when ``u(event_id, b) < keep[stream]`` (a stable hash, never ``rand()``);
+3. apply the stateless filters, compute the key group ``pmod(xxhash64(key, 0), G)`` and the
+   partition: the placement's key-group table, or, for the plan's split hot keys, a quota
+   chosen by a hash of the event id; state rows of batch b - 1 get their partition from the
+   same plan, so a moved key group takes its state along;
+4. ``repartitionById(n, pid)`` the union of input and state, and run the keyed stage per
+   partition with ``mapInPandas`` (``operators.update_partition``);
+5. merge the partials of split keys (hash-partitioned by key, deterministic order);
+6. write the batch's output to ``output/batch=<b>`` with overwrite (idempotent), record the
+   commit and keep the new state cached; every ``truncate_every`` batches its lineage is cut
+   with a reliable checkpoint.
+
+Per-partition load, key-group and key counts come back as data rows of the same job.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pyspark import StorageLevel, TaskContext
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from core.plans import Plan
+from shedding.drops import drop_seed
+from spark_adapter.actuator import PlanLog, PlanStore
+from spark_adapter.operators import (
+    ROW_COLUMNS,
+    ROW_DDL,
+    QuerySpec,
+    merge_partials,
+    reference_output,
+    update_partition,
+)
+from spark_adapter.source import INPUT_SCHEMA_DDL, InputLog
+
+__all__ = ["BatchStats", "SparkPipeline"]
+
+ROUTE_SEED = 77
+OUTPUT_DDL = "key LONG, window_start DOUBLE, value DOUBLE"
+
+
+@dataclass
+class BatchStats:
+    """What one micro-batch reported, as data."""
+
+    batch_id: int
+    plan_version: int
+    replay: bool
+    duration_s: float
+    rows: np.ndarray  # input rows per partition (after drops and filters)
+    busy_s: np.ndarray  # per partition
+    kg_rows: np.ndarray  # per key group
+    key_rows: pd.DataFrame  # key, side, rows
+    stream_rows: dict[str, int]
+    state_rows: int
+    state_moved: int
+    late: int
+    rows_out: int
+    event_range: tuple[int, int]
+    max_ts: float
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def _uniform(col: str, seed: int) -> Column:
+    """``shiftrightunsigned(xxhash64(col, seed), 11) / 2^53``: the same uniform as ``shedding.drops``."""
+    return F.shiftrightunsigned(F.xxhash64(F.col(col), F.lit(seed).cast("long")), 11).cast(
+        "double"
+    ) / float(1 << 53)
+
+
+class SparkPipeline:
+    """Runs a compiled keyed stage over an input log, steered by a plan store."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        query: QuerySpec,
+        workdir: str | Path,
+        partitions: int,
+        truncate_every: int = 10,
+        on_batch: Callable[[BatchStats], None] | None = None,
+    ) -> None:
+        self.spark = spark
+        self.q = query
+        self.dir = Path(workdir)
+        self.n = partitions
+        self.input = InputLog(self.dir / "input")
+        self.plans = PlanStore(self.dir / "plans")
+        self.log = PlanLog(self.dir / "planlog.sqlite")
+        self.output_dir = self.dir / "output"
+        self.truncate_every = truncate_every
+        self.on_batch = on_batch
+        self.stats: dict[int, BatchStats] = {}
+        self.states: dict[int, DataFrame] = {}  # state after batch b (cached), for replays of b + 1
+        self.max_ts = -math.inf
+        self._segs: list[tuple[int, int, float]] = []
+        spark.sparkContext.setCheckpointDir(str(self.dir / "rdd-checkpoints"))
+        self._empty = spark.createDataFrame([], ROW_DDL)
+
+    # ------------------------------------------------------------------ routing
+    def _pid(self, plan: Plan, u: Column) -> Column:
+        """Partition of a row from its key group (``kg`` column) and key, under ``plan``."""
+        table = self.table(plan)
+        cold = F.element_at(F.array(*[F.lit(int(p)) for p in table]), F.col("kg") + 1)
+        hot = plan.routing.hot
+        if not hot:
+            return cold.cast("int")
+        entries = []
+        for key, quotas in sorted(hot.items()):
+            cum, arr = 0.0, []
+            for i, (pid, frac) in enumerate(quotas):
+                cum += frac
+                hi = 2.0 if i == len(quotas) - 1 else cum  # the last quota takes the rest
+                arr.append(F.struct(F.lit(float(hi)).alias("hi"), F.lit(int(pid)).alias("pid")))
+            entries += [F.lit(int(key)).cast("long"), F.array(*arr)]
+        choices = F.try_element_at(F.create_map(*entries), F.col("key"))
+        pick = F.try_element_at(F.filter(choices, lambda x: x["hi"] > u), F.lit(1))["pid"]
+        return F.coalesce(pick, cold).cast("int")
+
+    def table(self, plan: Plan) -> list[int]:
+        """Key group -> partition, from the placement of the keyed operator's units."""
+        ids = plan.placement.units
+        table = []
+        for kg in range(self.q.key_groups):
+            uid = self.q.op_id if self.q.key_groups == 1 else f"{self.q.op_id}#{kg}"
+            if uid not in ids:
+                raise ValueError(
+                    f"placement: unit {uid!r} missing from plan version {plan.version}"
+                )
+            table.append(plan.placement.assignment[ids.index(uid)] % self.n)
+        return table
+
+    def keep_condition(self, plan: Plan, batch_id: int) -> Column:
+        """Deterministic shedding: keep when the row's uniform is below its stream's keep."""
+        cond = F.lit(True)
+        for stream in self.q.sides:
+            keep = plan.shed.keep_of(stream)
+            if keep < 1.0:
+                u = _uniform("event_id", drop_seed(batch_id))
+                cond = cond & ((F.col("stream") != stream) | (u < F.lit(float(keep))))
+        return cond
+
+    def routed_input(self, df: DataFrame, plan: Plan, batch_id: int) -> DataFrame:
+        """Input rows of batch b, shed, filtered, tagged 'I', with their key group and partition."""
+        side = F.create_map(*[x for s, i in self.q.sides.items() for x in (F.lit(s), F.lit(i))])
+        filt = F.lit(False)
+        for s in self.q.sides:
+            filt = filt | ((F.col("stream") == s) & F.expr(self.q.predicate_sql(s)))
+        rows = df.where(self.keep_condition(plan, batch_id)).where(filt)
+        rows = rows.select(
+            F.lit("I").alias("tag"),
+            F.col("key"),
+            F.pmod(F.xxhash64(F.col("key"), F.lit(0).cast("long")), F.lit(self.q.key_groups))
+            .cast("int")
+            .alias("kg"),
+            F.element_at(side, F.col("stream")).cast("int").alias("side"),
+            F.floor(F.col("ts") / F.lit(self.q.slide_s)).cast("long").alias("pane"),
+            F.lit(1.0).alias("cnt"),
+            F.col("v").alias("sum"),
+            F.col("v").alias("mn"),
+            F.col("v").alias("mx"),
+            F.col("event_id"),
+        )
+        rows = rows.withColumn("pid", self._pid(plan, _uniform("event_id", ROUTE_SEED)))
+        return rows.select(
+            *ROW_COLUMNS[:9],
+            "pid",
+            F.col("pid").alias("prev_pid"),
+            F.col("event_id").alias("rows"),
+            F.lit(None).cast("double").alias("busy_s"),
+        )
+
+    def rerouted_state(self, state: DataFrame, plan: Plan) -> DataFrame:
+        """State rows with their partition under ``plan`` (split hot keys: the first quota)."""
+        return state.select(
+            F.lit("S").alias("tag"),
+            *ROW_COLUMNS[1:9],
+            self._pid(plan, F.lit(0.0)).alias("pid"),
+            F.col("pid").alias("prev_pid"),
+            "rows",
+            "busy_s",
+        )
+
+    # -------------------------------------------------------------------- batch
+    def process(self, df: DataFrame, batch_id: int) -> BatchStats:
+        """The foreachBatch function (also called directly by tests and replays)."""
+        t0 = time.perf_counter()
+        plan, pin = self.log.resolve(batch_id, self.plans, self.max_ts)
+        prev = self.states.get(
+            batch_id - 1, self._empty if batch_id == 0 or not self.states else None
+        )
+        if prev is None:
+            prev = self.states[max(k for k in self.states if k < batch_id)]
+        q, n = self.q, self.n
+        costs = {
+            side: max(self.q.cost_us[s] for s in self.q.sides if self.q.sides[s] == side)
+            for side in set(self.q.sides.values())
+        }
+        wm_prev, wm = pin.watermark_prev, pin.watermark
+
+        def fold(it: Any) -> Any:
+            frames = list(it)
+            pid = TaskContext.get().partitionId()  # type: ignore[union-attr]
+            rows = (
+                pd.concat(frames, ignore_index=True)
+                if frames
+                else pd.DataFrame(columns=ROW_COLUMNS)
+            )
+            res = update_partition(rows, q, pid, wm_prev, wm, costs)
+            # T row carries the event id range of this partition's input (key=min, pane=max)
+            ins = rows.loc[rows["tag"] == "I", "rows"]
+            t = res["tag"] == "T"
+            res.loc[t, "key"] = int(ins.min()) if len(ins) else -1
+            res.loc[t, "pane"] = int(ins.max()) if len(ins) else -1
+            yield res
+
+        merged = self.routed_input(df, plan, batch_id).unionByName(self.rerouted_state(prev, plan))
+        res = (
+            merged.repartitionById(n, "pid")
+            .mapInPandas(fold, ROW_DDL)
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
+        state = res.where(F.col("tag") == "S").persist(StorageLevel.MEMORY_AND_DISK)
+        state_rows = state.count()
+        if self.truncate_every and (batch_id + 1) % self.truncate_every == 0:
+            state = state.checkpoint(eager=True)  # reliable: cuts lineage, survives executor loss
+        rows_out = self._write_output(res.where(F.col("tag") == "O"), batch_id)
+        stats = res.where(F.col("tag").isin("T", "K", "H")).toPandas()
+        res.unpersist()
+        old = self.states.pop(batch_id - 2, None)
+        if old is not None:
+            old.unpersist()
+        self.states[batch_id] = state
+        st = self._stats(
+            stats,
+            batch_id,
+            plan.version,
+            pin.replay,
+            time.perf_counter() - t0,
+            state_rows,
+            rows_out,
+        )
+        self.log.commit(
+            batch_id,
+            rows_out,
+            {
+                "event_range": st.event_range,
+                "plan_version": plan.version,
+                "keep": {s: plan.shed.keep_of(s) for s in q.sides},
+            },
+        )
+        if st.max_ts > self.max_ts:
+            self.max_ts = st.max_ts
+        self.stats[batch_id] = st  # a replayed batch replaces its first attempt: no double counting
+        if self.on_batch is not None:
+            self.on_batch(st)
+        return st
+
+    def _write_output(self, partials: DataFrame, batch_id: int) -> int:
+        q = self.q
+
+        def merge(it: Any) -> Any:
+            frames = list(it)
+            o = (
+                pd.concat(frames, ignore_index=True)
+                if frames
+                else pd.DataFrame(columns=ROW_COLUMNS)
+            )
+            yield merge_partials(o, q)
+
+        out = partials.repartition(self.n, "key").mapInPandas(merge, OUTPUT_DDL)
+        path = self.output_dir / f"batch={batch_id}"
+        out.write.mode("overwrite").parquet(str(path))
+        return int(sum(pd.read_parquet(p).shape[0] for p in path.glob("*.parquet")))
+
+    def _stats(
+        self,
+        s: pd.DataFrame,
+        batch_id: int,
+        version: int,
+        replay: bool,
+        dur: float,
+        state_rows: int,
+        rows_out: int,
+    ) -> BatchStats:
+        t = s[s["tag"] == "T"]
+        rows = np.zeros(self.n, dtype=np.int64)
+        busy = np.zeros(self.n)
+        np.add.at(rows, t["pid"].astype(int).to_numpy(), t["rows"].astype("int64").to_numpy())
+        np.add.at(busy, t["pid"].astype(int).to_numpy(), t["busy_s"].astype(float).to_numpy())
+        k = s[s["tag"] == "K"]
+        kg = np.zeros(self.q.key_groups, dtype=np.int64)
+        np.add.at(kg, k["kg"].astype(int).to_numpy(), k["rows"].astype("int64").to_numpy())
+        h = s[s["tag"] == "H"]
+        keys = (
+            h.groupby(["key", "side"], as_index=False)["rows"]
+            .sum()
+            .astype({"key": "int64", "side": "int64", "rows": "int64"})
+        )
+        inv = {v: k for k, v in self.q.sides.items()}
+        per_stream = {inv[int(sd)]: int(r) for sd, r in keys.groupby("side")["rows"].sum().items()}
+        lo = t.loc[t["key"] >= 0, "key"]
+        hi = t.loc[t["pane"] >= 0, "pane"]
+        ev, max_ts = (
+            self._segment_span(int(lo.min()), int(hi.max())) if len(lo) else ((-1, -1), -math.inf)
+        )
+        return BatchStats(
+            batch_id=batch_id,
+            plan_version=version,
+            replay=replay,
+            duration_s=dur,
+            rows=rows,
+            busy_s=busy,
+            kg_rows=kg,
+            key_rows=keys,
+            stream_rows=per_stream,
+            state_rows=state_rows,
+            state_moved=int(t["sum"].sum()),
+            late=int(t["mn"].sum()),
+            rows_out=rows_out,
+            event_range=ev,
+            max_ts=max_ts,
+        )
+
+    def _segment_span(self, lo: int, hi: int) -> tuple[tuple[int, int], float]:
+        """The exact event-id range and last event time of the segments holding ids lo..hi."""
+        if lo < 0 or not self._segs:
+            return (-1, -1), -math.inf
+        firsts = np.array([s[0] for s in self._segs])
+        a = int(np.searchsorted(firsts, lo, side="right") - 1)
+        b = int(np.searchsorted(firsts, hi, side="right") - 1)
+        return (self._segs[a][0], self._segs[b][1]), max(s[2] for s in self._segs[a : b + 1])
+
+    # ---------------------------------------------------------------- running
+    def stream(self, max_files: int = 1) -> DataFrame:
+        """The streaming input DataFrame over the input log."""
+        return (
+            self.spark.readStream.schema(INPUT_SCHEMA_DDL)
+            .option("maxFilesPerTrigger", max_files)
+            .parquet(str(self.input.root))
+        )
+
+    def run_available(self, max_files: int = 1, name: str | None = None) -> int:
+        """Process every segment present now (availableNow), one segment per batch."""
+        self._index_ts()
+        q = (
+            self.stream(max_files)
+            .writeStream.foreachBatch(lambda df, b: self.process(df, b))
+            .option("checkpointLocation", str(self.dir / "checkpoint"))
+            .trigger(availableNow=True)
+        )
+        if name:
+            q = q.queryName(name)
+        query = q.start()
+        query.awaitTermination()
+        if query.exception() is not None:
+            raise RuntimeError(f"streaming query failed: {query.exception()}")
+        return len(self.stats)
+
+    def _index_ts(self) -> None:
+        """Each segment's (first event id, last event id, last event time), for batch spans."""
+        segs = []
+        for i in self.input.segments():
+            tbl = pd.read_parquet(self.input.path(i), columns=["event_id", "ts"])
+            if len(tbl):
+                segs.append(
+                    (int(tbl["event_id"].min()), int(tbl["event_id"].max()), float(tbl["ts"].max()))
+                )
+        self._segs = sorted(segs)
+
+    def flush(self) -> BatchStats:
+        """Close every remaining window: an empty batch with an infinite watermark."""
+        last = max(self.stats) if self.stats else -1
+        b = last + 1
+        saved = self.max_ts
+        self.max_ts = math.inf
+        empty = self.spark.createDataFrame([], INPUT_SCHEMA_DDL)
+        try:
+            return self.process(empty, b)
+        finally:
+            self.max_ts = saved
+
+    # ---------------------------------------------------------------- results
+    def output(self) -> pd.DataFrame:
+        """All committed output, one frame (key, window_start, value), sorted."""
+        frames = []
+        for b in self.log.committed():
+            p = self.output_dir / f"batch={b}"
+            if p.exists():
+                frames += [pd.read_parquet(f) for f in sorted(p.glob("*.parquet"))]
+        if not frames:
+            return pd.DataFrame(
+                {
+                    "key": pd.Series(dtype="int64"),
+                    "window_start": pd.Series(dtype="float64"),
+                    "value": pd.Series(dtype="float64"),
+                }
+            )
+        return pd.concat(frames, ignore_index=True).sort_values(
+            ["key", "window_start"], ignore_index=True
+        )
+
+    def reference(self) -> tuple[pd.DataFrame, int]:
+        """Expected output from the input log with each batch's pinned drops, and the drop count."""
+        from shedding.drops import keep_mask
+
+        events = self.input.read()
+        keep = np.ones(len(events), dtype=bool)
+        ids = events["event_id"].to_numpy()
+        for b, st in self.stats.items():
+            lo, hi = st.event_range
+            if lo < 0:
+                continue
+            plan = self.plans.load(self.log.pin_of(b) or 0)
+            sel = (ids >= lo) & (ids <= hi)
+            for stream in self.q.sides:
+                k = plan.shed.keep_of(stream)
+                if k < 1.0:
+                    rows = sel & (events["stream"] == stream).to_numpy()
+                    keep[rows] = keep_mask(ids[rows], b, k)
+        return reference_output(events, self.q, pd.Series(keep)), int((~keep).sum())
+
+    def cleanup(self) -> None:
+        """Unpersist cached state and close the plan log."""
+        for df in self.states.values():
+            df.unpersist()
+        self.states.clear()
+        self.log.close()
+
+    def reset_outputs(self) -> None:
+        """Remove outputs and checkpoints (a fresh run over the same input log)."""
+        for d in ("output", "checkpoint", "rdd-checkpoints"):
+            shutil.rmtree(self.dir / d, ignore_errors=True)

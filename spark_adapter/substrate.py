@@ -1,0 +1,42 @@
+"""The Spark substrate: the controller's ``observe()`` / ``apply(plan)`` over a running pipeline.
+
+``apply`` publishes the plan to the plan store (the next micro-batch pins it); ``observe``
+returns one sample per micro-batch completed since the previous call, from the statistics the
+batches emitted as data.
+"""
+
+from __future__ import annotations
+
+from core.observation import Observation
+from core.plans import Plan
+from spark_adapter.metrics import observation_from_batches
+from spark_adapter.pipeline import SparkPipeline
+
+__all__ = ["SparkSubstrate"]
+
+
+class SparkSubstrate:
+    """Implements the controller's Substrate protocol for a ``SparkPipeline``."""
+
+    def __init__(self, pipeline: SparkPipeline, streams: list[str], tick_s: float) -> None:
+        self.pipeline = pipeline
+        self.streams = streams
+        self.tick_s = tick_s
+        self.seen: set[int] = set()
+        self.version = -1
+        self.published: list[Plan] = []
+
+    def apply(self, plan: Plan) -> None:
+        """Publish ``plan``; batches that start after this pin it."""
+        self.pipeline.plans.publish(plan)
+        self.version = plan.version
+        self.published.append(plan)
+
+    def observe(self) -> Observation:
+        """Samples of the batches completed since the previous call (replays replace, not add)."""
+        fresh = sorted(b for b in self.pipeline.stats if b not in self.seen)
+        self.seen.update(fresh)
+        batches = [self.pipeline.stats[b] for b in fresh]
+        return observation_from_batches(
+            batches, self.pipeline.n, self.streams, self.tick_s, self.version
+        )
