@@ -1,0 +1,260 @@
+"""The Spark pipeline on a real local[2] session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from pyspark.sql import functions as F
+
+from core.hashing import stable_hash, stable_mod
+from core.plans import Placement, Plan, RoutingConfig, ShedPlan
+from core.scenario import load_scenario
+from shedding.drops import keep_mask
+from spark_adapter.metrics import observation_from_batches
+from spark_adapter.operators import compile_query
+from spark_adapter.pipeline import ROUTE_SEED, SparkPipeline
+from spark_adapter.source import INPUT_SCHEMA_DDL
+from tests.conftest import SCENARIOS
+
+pytestmark = pytest.mark.spark
+
+
+def make(
+    spark,
+    tmp: Path,
+    name: str = "seed-groupby-window",
+    n: int = 2,
+    segments: int = 4,
+    scale: float = 0.1,
+):  # type: ignore[no-untyped-def]
+    sc = load_scenario(SCENARIOS / f"{name}.yaml")
+    q = compile_query(sc)
+    pipe = SparkPipeline(spark, q, tmp, n)
+    pipe.input.generate(sc, segments, scale=scale)
+    pipe._index_ts()
+    return sc, q, pipe
+
+
+def plan(q, assignment, version=0, hot=None, keep=None, n=2):  # type: ignore[no-untyped-def]
+    units = tuple(f"{q.op_id}#{i}" for i in range(q.key_groups))
+    shed = (
+        ShedPlan() if keep is None else ShedPlan(locations=tuple(keep), keep=tuple(keep.values()))
+    )
+    return Plan(
+        version=version,
+        placement=Placement(
+            units=units, nodes=tuple(f"p{i}" for i in range(n)), assignment=tuple(assignment)
+        ),
+        routing=RoutingConfig(num_partitions=n, hot=hot or {}),
+        shed=shed,
+    )
+
+
+def segment(spark, pipe, i):  # type: ignore[no-untyped-def]
+    return spark.read.schema(INPUT_SCHEMA_DDL).parquet(str(pipe.input.path(i)))
+
+
+def test_every_row_lands_in_the_planned_partition(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _, q, pipe = make(spark, tmp_path, n=3)
+    table = [(i * 7) % 3 for i in range(q.key_groups)]
+    p = plan(q, table, hot={0: ((1, 0.25), (2, 0.75))}, n=3)
+    df = pipe.routed_input(segment(spark, pipe, 0), p, 0).repartitionById(3, "pid")
+    got = df.select(
+        "key", F.col("rows").alias("event_id"), "pid", F.spark_partition_id().alias("part")
+    ).toPandas()
+    assert len(got) > 0
+    assert (got["pid"] == got["part"]).all()  # repartitionById is exact
+    exp = np.asarray(table)[stable_mod(got["key"].to_numpy(), q.key_groups)]
+    u = (
+        stable_hash(got["event_id"].to_numpy(), ROUTE_SEED).view(np.uint64) >> np.uint64(11)
+    ) / float(1 << 53)
+    hot = got["key"].to_numpy() == 0
+    exp[hot] = np.where(u[hot] < 0.25, 1, 2)
+    np.testing.assert_array_equal(
+        got["pid"].to_numpy(), exp
+    )  # Spark routing = Python routing, row by row
+    plan_txt = df._jdf.queryExecution().executedPlan().toString()
+    assert plan_txt.count("shufflepartitionidpassthrough") == 1
+
+
+def test_drops_are_deterministic_and_match_python(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _, q, pipe = make(spark, tmp_path)
+    p = plan(q, [0] * q.key_groups, keep={"s": 0.3})
+    seg = segment(spark, pipe, 1)
+    kept = sorted(r[0] for r in seg.where(pipe.keep_condition(p, 5)).select("event_id").collect())
+    again = sorted(r[0] for r in seg.where(pipe.keep_condition(p, 5)).select("event_id").collect())
+    ids = pipe.input.read([1])["event_id"].to_numpy()
+    assert kept == again == sorted(ids[keep_mask(ids, 5, 0.3)].tolist())
+    assert 0.2 < len(kept) / len(ids) < 0.4
+
+
+def test_windowed_aggregate_and_join_equal_reference_with_plan_switches(
+    spark, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    for name in ("seed-groupby-window", "seed-join-groupby"):
+        _, q, pipe = make(spark, tmp_path / name, name=name, segments=4, scale=0.1)
+        g = q.key_groups
+        pipe.plans.publish(plan(q, [i % 2 for i in range(g)], keep={s: 0.7 for s in q.sides}))
+        for b in range(4):
+            if b == 2:  # move every key group and split a hot key at batch 2
+                pipe.plans.publish(
+                    plan(
+                        q,
+                        [(i + 1) % 2 for i in range(g)],
+                        1,
+                        hot={0: ((0, 0.5), (1, 0.5))},
+                        keep={s: 0.7 for s in q.sides},
+                    )
+                )
+            pipe.max_ts = pipe.max_ts  # watermark from the previous batches
+            st = pipe.process(segment(spark, pipe, b), b)
+            assert st.plan_version == (
+                1 if b >= 2 else 0
+            )  # a plan switch takes effect at the next batch
+        pipe.flush()
+        got, (exp, dropped) = pipe.output(), pipe.reference()
+        assert dropped > 0 and len(exp) > 0
+        pd.testing.assert_frame_equal(got[["key", "window_start"]], exp[["key", "window_start"]])
+        np.testing.assert_allclose(got["value"], exp["value"], rtol=1e-9)
+        assert sum(s.state_moved for s in pipe.stats.values()) > 0
+        pipe.cleanup()
+
+
+def test_replayed_batch_gives_identical_output(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _, q, pipe = make(spark, tmp_path, segments=3)
+    pipe.plans.publish(plan(q, [i % 2 for i in range(q.key_groups)], keep={"s": 0.5}))
+    for b in range(3):
+        pipe.process(segment(spark, pipe, b), b)
+    first = pd.read_parquet(tmp_path / "output" / "batch=2").sort_values(
+        ["key", "window_start"], ignore_index=True
+    )
+    pipe.plans.publish(plan(q, [0] * q.key_groups, 1))  # a newer plan must not affect the replay
+    st = pipe.process(segment(spark, pipe, 2), 2)
+    again = pd.read_parquet(tmp_path / "output" / "batch=2").sort_values(
+        ["key", "window_start"], ignore_index=True
+    )
+    assert st.replay and st.plan_version == 0
+    pd.testing.assert_frame_equal(first, again)
+    assert pipe.log.pins() == [(0, 0), (1, 0), (2, 0)]
+    pipe.cleanup()
+
+
+def test_moved_key_group_state_arrives_whole(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _, q, pipe = make(spark, tmp_path, segments=2)
+    g = q.key_groups
+    pipe.plans.publish(plan(q, [0] * g))
+    for b in range(2):
+        pipe.process(segment(spark, pipe, b), b)
+    before = pipe.states[1].toPandas()
+    pipe.plans.publish(plan(q, [1] * g, 1))
+    empty = spark.createDataFrame([], INPUT_SCHEMA_DDL)
+    st = pipe.process(empty, 2)  # no input, no window closes (60 s windows): only the move
+    after = pipe.states[2].toPandas()
+    assert (before["pid"] == 0).all() and (after["pid"] == 1).all()
+    assert st.state_moved == len(before) > 0
+    cols = ["key", "side", "pane"]
+    b = before.groupby(cols)[["cnt", "sum"]].sum().sort_index()
+    a = after.groupby(cols)[["cnt", "sum"]].sum().sort_index()
+    pd.testing.assert_frame_equal(a, b)
+    pipe.cleanup()
+
+
+def test_metrics_name_the_hot_partition(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    sc, q, pipe = make(spark, tmp_path, name="zipf-hotkey-shift", segments=1, scale=0.05)
+    table = [i % 2 for i in range(q.key_groups)]
+    pipe.plans.publish(plan(q, table))
+    st = pipe.process(segment(spark, pipe, 0), 0)
+    obs = observation_from_batches([st], 2, list(q.sides), sc.tick_s, 0)
+    hottest = int(pipe.input.read()["key"].value_counts().index[0])
+    hot_pid = table[int(stable_mod(np.array([hottest]), q.key_groups)[0])]
+    assert int(np.argmax(obs.node_load[:, 0])) == hot_pid
+    assert int(np.argmax(st.rows)) == hot_pid
+    assert obs.key_counts[np.argmax(obs.key_counts[:, 1]), 0] == hottest
+    pipe.cleanup()
+
+
+def test_spark_listens_on_loopback_only(spark) -> None:  # type: ignore[no-untyped-def]
+    import os
+
+    import psutil
+
+    me = psutil.Process(os.getpid())
+    pids = {me.pid, *(c.pid for c in me.children(recursive=True))}
+    listening = [
+        c
+        for c in psutil.net_connections(kind="inet")
+        if c.status == psutil.CONN_LISTEN and c.pid in pids
+    ]
+    assert listening, "the Spark JVM should have listeners"
+    assert all(c.laddr.ip in ("127.0.0.1", "::ffff:127.0.0.1") for c in listening), listening
+    assert spark.sparkContext.uiWebUrl.startswith("http://127.0.0.1")
+
+
+def test_rest_poller_and_listener(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from spark_adapter.metrics import ProgressListener, RestPoller
+
+    poller = RestPoller(spark.sparkContext.uiWebUrl, spark.sparkContext.applicationId)
+    execs = poller.executors()
+    assert any(e["id"] == "driver" for e in execs)
+    poller.new_tasks()  # skip history
+    listener = ProgressListener()
+    spark.streams.addListener(listener)
+    try:
+        _, q, pipe = make(spark, tmp_path, segments=2)
+        pipe.plans.publish(plan(q, [i % 2 for i in range(q.key_groups)]))
+        assert pipe.run_available() == 2
+        tasks = poller.new_tasks()
+        assert tasks and all(t["run_s"] >= 0 for t in tasks)
+        import time
+
+        deadline = time.monotonic() + 10
+        events: list = []
+        while len(events) < 2 and time.monotonic() < deadline:
+            events += listener.drain()
+            time.sleep(0.1)
+        assert sorted({e["batch_id"] for e in events}) == [0, 1]
+        pipe.cleanup()
+    finally:
+        spark.streams.removeListener(listener)
+    with pytest.raises(ValueError, match="loopback"):
+        RestPoller("http://10.0.0.1:4040", "app")
+
+
+def test_replay_on_spark_with_the_controller(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from controller.spark_replay import replay_spark
+
+    sc = load_scenario(SCENARIOS / "zipf-hotkey-shift.yaml")
+    res = replay_spark(
+        sc,
+        batches=4,
+        placement="hash",
+        partitioner="wchoices",
+        scale=0.03,
+        interval_batches=1,
+        workdir=tmp_path,
+        spark=spark,
+    )
+    s = res.summary
+    for k in (
+        "batches",
+        "batch_duration_p50",
+        "batch_duration_p99",
+        "rows_in",
+        "rows_out",
+        "rows_dropped",
+        "state_rows_moved",
+        "output_matches_reference",
+        "throughput",
+        "mean_latency",
+        "lost_tuples",
+        "duplicate_tuples",
+    ):
+        assert k in s
+    assert s["output_matches_reference"] is True
+    assert s["lost_tuples"] == 0 and s["duplicate_tuples"] == 0
+    assert any(d.kind == "reroute" for d in res.decisions)
+    hot = [d for d in res.decisions if d.details.get("routing", {}).get("hot_keys", 0) > 0]
+    assert hot, "W-Choices should split the Zipf 1.3 hot keys"
