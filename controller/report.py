@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 __all__ = ["plot_correlation", "plot_heatmap", "plot_node_load", "plot_shed", "write_report"]
 
 
+def _xlabel(df: pd.DataFrame) -> str:
+    return "micro-batch" if df.index.name == "batch" else "time (s)"
+
+
 def _figure() -> Figure:
     from matplotlib.figure import Figure
 
@@ -35,8 +39,8 @@ def plot_node_load(node_load: pd.DataFrame) -> Figure:
     ax = fig.add_subplot()
     for col in node_load.columns:
         ax.plot(node_load.index, node_load[col], lw=0.8, label=str(col))
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("offered load (cores)")
+    ax.set_xlabel(_xlabel(node_load))
+    ax.set_ylabel("load (cores)")
     ax.set_title("Node load over time")
     if len(node_load.columns) <= 12:
         ax.legend(fontsize="small", ncols=2)
@@ -59,7 +63,7 @@ def plot_heatmap(node_load: pd.DataFrame) -> Figure:
         ),
     )
     ax.set_yticks(range(len(node_load.columns)), [str(c) for c in node_load.columns])
-    ax.set_xlabel("time (s)")
+    ax.set_xlabel(_xlabel(node_load))
     ax.set_ylabel("node")
     ax.set_title("Load heat map")
     fig.colorbar(im, ax=ax, label="cores")

@@ -54,7 +54,7 @@ class RoutingPolicy:
         table = self.table(placement)
         kc = obs.key_counts
         hot: dict[int, tuple[tuple[int, float], ...]] = {}
-        if kc.size and self.name != "hash":
+        if kc.size and self.name not in ("hash", "shuffle"):
             keys, counts = kc[:, 0].astype(np.int64), kc[:, 1].astype(float)
             cold = np.asarray(table, dtype=np.int64)[stable_mod(keys, self.groups)]
             hot = split_hot_keys(self.name, keys, counts, cold, self.n)

@@ -260,6 +260,7 @@ def main() -> None:
             ],
             "controller": {
                 "interval_s": 5,
+                "window_k": 5,
                 "placement": {"method": "least-loaded"},
                 "partitioner": "dchoices",
             },

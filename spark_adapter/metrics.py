@@ -1,9 +1,5 @@
-"""Metrics from the running pipeline: batch stats (data), batch progress (listener), executors (REST).
+"""Metrics from the running pipeline beyond the batches' own statistics: progress and REST.
 
-* ``observation_from_batches``: an ``Observation`` with one sample per micro-batch, from the
-  statistics each batch emitted as data (exact, replayed with the batch, never double counted:
-  a replayed batch replaces its first attempt). Unit loads are the partitions' busy seconds
-  apportioned to key groups by rows, over the batch's duration (cores).
 * ``ProgressListener``: a ``StreamingQueryListener`` whose callbacks only copy fields into a
   queue.
 * ``RestPoller``: executors and completed stages from Spark's REST API, polled incrementally
@@ -18,64 +14,9 @@ import time
 import urllib.request
 from typing import Any
 
-import numpy as np
 from pyspark.sql.streaming import StreamingQueryListener
 
-from core.cluster import NodeStatus
-from core.observation import Observation
-from spark_adapter.pipeline import BatchStats
-
-__all__ = ["ProgressListener", "RestPoller", "observation_from_batches"]
-
-
-def observation_from_batches(
-    batches: list[BatchStats], n: int, streams: list[str], tick_s: float, plan_version: int
-) -> Observation:
-    """One sample per batch: unit (key group) and partition loads in cores, rates, hot keys."""
-    if not batches:
-        g = 0
-        return Observation(
-            0.0,
-            np.zeros((g, 0)),
-            np.zeros((n, 0)),
-            np.zeros((len(streams), 0)),
-            tuple([NodeStatus.UP] * n),
-            np.zeros(n),
-            0.0,
-            plan_version,
-        )
-    g = batches[0].kg_rows.size
-    unit = np.zeros((g, len(batches)))
-    node = np.zeros((n, len(batches)))
-    rates = np.zeros((len(streams), len(batches)))
-    for j, b in enumerate(batches):
-        dur = max(b.duration_s, 1e-3)
-        node[:, j] = b.busy_s / dur
-        per_row = np.divide(b.busy_s, b.rows, out=np.zeros(n), where=b.rows > 0)
-        # a key group's rows may sit in several partitions (split hot keys): average cost per row
-        mean_cost = float((per_row * b.rows).sum() / max(b.rows.sum(), 1))
-        unit[:, j] = b.kg_rows * mean_cost / dur
-        for i, s in enumerate(streams):
-            rates[i, j] = b.stream_rows.get(s, 0) / tick_s
-    last = batches[-1]
-    kc = last.key_rows.groupby("key")["rows"].sum() if len(last.key_rows) else None
-    key_counts = (
-        np.stack([kc.index.to_numpy(), kc.to_numpy()], axis=1).astype(np.int64)
-        if kc is not None
-        else np.zeros((0, 2), dtype=np.int64)
-    )
-    return Observation(
-        time_s=float(sum(b.duration_s for b in batches)),
-        unit_load=unit,
-        node_load=node,
-        input_rates=rates,
-        node_status=tuple([NodeStatus.UP] * n),
-        backlog_s=np.zeros(n),
-        latency_s=float(np.mean([b.duration_s for b in batches])),
-        plan_version=plan_version,
-        counters={"batches": float(len(batches))},
-        key_counts=key_counts,
-    )
+__all__ = ["ProgressListener", "RestPoller"]
 
 
 class ProgressListener(StreamingQueryListener):

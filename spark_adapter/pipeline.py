@@ -25,7 +25,6 @@ import math
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +37,7 @@ from pyspark.sql import functions as F
 from core.plans import Plan
 from shedding.drops import drop_seed
 from spark_adapter.actuator import PlanLog, PlanStore
+from spark_adapter.batchstats import BatchStats, write_batch_stats
 from spark_adapter.operators import (
     ROW_COLUMNS,
     ROW_DDL,
@@ -48,32 +48,10 @@ from spark_adapter.operators import (
 )
 from spark_adapter.source import INPUT_SCHEMA_DDL, InputLog
 
-__all__ = ["BatchStats", "SparkPipeline"]
+__all__ = ["SparkPipeline"]
 
 ROUTE_SEED = 77
 OUTPUT_DDL = "key LONG, window_start DOUBLE, value DOUBLE"
-
-
-@dataclass
-class BatchStats:
-    """What one micro-batch reported, as data."""
-
-    batch_id: int
-    plan_version: int
-    replay: bool
-    duration_s: float
-    rows: np.ndarray  # input rows per partition (after drops and filters)
-    busy_s: np.ndarray  # per partition
-    kg_rows: np.ndarray  # per key group
-    key_rows: pd.DataFrame  # key, side, rows
-    stream_rows: dict[str, int]
-    state_rows: int
-    state_moved: int
-    late: int
-    rows_out: int
-    event_range: tuple[int, int]
-    max_ts: float
-    info: dict[str, Any] = field(default_factory=dict)
 
 
 def _uniform(col: str, seed: int) -> Column:
@@ -103,6 +81,8 @@ class SparkPipeline:
         self.plans = PlanStore(self.dir / "plans")
         self.log = PlanLog(self.dir / "planlog.sqlite")
         self.output_dir = self.dir / "output"
+        self.metrics_dir = self.dir / "metrics"
+        self.metrics_dir.mkdir(parents=True, exist_ok=True)
         self.truncate_every = truncate_every
         self.on_batch = on_batch
         self.stats: dict[int, BatchStats] = {}
@@ -113,8 +93,18 @@ class SparkPipeline:
         self._empty = spark.createDataFrame([], ROW_DDL)
 
     # ------------------------------------------------------------------ routing
-    def _pid(self, plan: Plan, u: Column) -> Column:
-        """Partition of a row from its key group (``kg`` column) and key, under ``plan``."""
+    def _pid(self, plan: Plan, u: Column, state: bool = False) -> Column:
+        """Partition of a row from its key group (``kg`` column) and key, under ``plan``.
+
+        Routing ``shuffle`` spreads every row round-robin-like (a hash of the event id) and
+        leaves state partials where they are: every key is split and merged downstream.
+        """
+        if plan.routing.partitioner == "shuffle":
+            if state:
+                return F.col("pid").cast("int")
+            return F.pmod(
+                F.xxhash64(F.col("event_id"), F.lit(ROUTE_SEED).cast("long")), F.lit(self.n)
+            ).cast("int")
         table = self.table(plan)
         cold = F.element_at(F.array(*[F.lit(int(p)) for p in table]), F.col("kg") + 1)
         hot = plan.routing.hot
@@ -267,6 +257,7 @@ class SparkPipeline:
         if st.max_ts > self.max_ts:
             self.max_ts = st.max_ts
         self.stats[batch_id] = st  # a replayed batch replaces its first attempt: no double counting
+        write_batch_stats(st, self.metrics_dir)
         if self.on_batch is not None:
             self.on_batch(st)
         return st

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from core.observation import Observation
 from core.plans import Plan
-from spark_adapter.metrics import observation_from_batches
+from spark_adapter.batchstats import observation_from_batches
 from spark_adapter.pipeline import SparkPipeline
 
 __all__ = ["SparkSubstrate"]

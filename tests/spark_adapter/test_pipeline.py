@@ -13,7 +13,7 @@ from core.hashing import stable_hash, stable_mod
 from core.plans import Placement, Plan, RoutingConfig, ShedPlan
 from core.scenario import load_scenario
 from shedding.drops import keep_mask
-from spark_adapter.metrics import observation_from_batches
+from spark_adapter.batchstats import observation_from_batches
 from spark_adapter.operators import compile_query
 from spark_adapter.pipeline import ROUTE_SEED, SparkPipeline
 from spark_adapter.source import INPUT_SCHEMA_DDL
@@ -258,3 +258,26 @@ def test_replay_on_spark_with_the_controller(spark, tmp_path: Path) -> None:  # 
     assert any(d.kind == "reroute" for d in res.decisions)
     hot = [d for d in res.decisions if d.details.get("routing", {}).get("hot_keys", 0) > 0]
     assert hot, "W-Choices should split the Zipf 1.3 hot keys"
+
+
+def test_external_controller_protocol(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from spark_adapter.external import ExternalSparkSubstrate
+
+    sc, q, pipe = make(spark, tmp_path, segments=2)
+    pipe.plans.publish(plan(q, [0] * q.key_groups))
+    pipe.run_available()
+    ext = ExternalSparkSubstrate(tmp_path, list(q.sides), 2, sc.tick_s)
+    obs = ext.observe()
+    assert (
+        obs.samples == 2 and obs.node_load[1].sum() < 0.3 * obs.node_load[0].sum()
+    )  # all rows on partition 0
+    assert ext.observe().samples == 0  # nothing new
+    ext.apply(plan(q, [1] * q.key_groups, 1))
+    pipe.input.generate(sc, 2, scale=0.1, start=2)
+    pipe.run_available()
+    obs = ext.observe()
+    assert (
+        obs.samples == 2 and obs.node_load[0].sum() < 0.3 * obs.node_load[1].sum()
+    )  # the external plan moved all
+    assert [v for _, v in pipe.log.pins()] == [0, 0, 1, 1]
+    pipe.cleanup()

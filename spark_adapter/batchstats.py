@@ -1,0 +1,145 @@
+"""Per-batch statistics emitted as data, their JSON files, and the observation built from them.
+
+No pyspark import: the external controller (a separate process) reads the same files.
+``observation_from_batches`` gives one sample per micro-batch. The statistics are exact and
+replayed with their batch; a replayed batch replaces its first attempt (keyed by batch id), so
+nothing is double counted. Unit loads are the partitions' busy seconds apportioned to key
+groups by rows, over the batch's duration (cores).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from core.cluster import NodeStatus
+from core.observation import Observation
+
+__all__ = ["BatchStats", "observation_from_batches", "read_batch_stats", "write_batch_stats"]
+
+
+@dataclass
+class BatchStats:
+    """What one micro-batch reported, as data."""
+
+    batch_id: int
+    plan_version: int
+    replay: bool
+    duration_s: float
+    rows: np.ndarray  # input rows per partition (after drops and filters)
+    busy_s: np.ndarray  # per partition
+    kg_rows: np.ndarray  # per key group
+    key_rows: pd.DataFrame  # key, side, rows
+    stream_rows: dict[str, int]
+    state_rows: int
+    state_moved: int
+    late: int
+    rows_out: int
+    event_range: tuple[int, int]
+    max_ts: float
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def write_batch_stats(st: BatchStats, directory: Path) -> Path:
+    """``batch-<b>.json`` (atomically), for an external controller."""
+    from spark_adapter.actuator import atomic_write
+
+    doc = {
+        "batch_id": st.batch_id,
+        "plan_version": st.plan_version,
+        "replay": st.replay,
+        "duration_s": st.duration_s,
+        "rows": st.rows.tolist(),
+        "busy_s": st.busy_s.tolist(),
+        "kg_rows": st.kg_rows.tolist(),
+        "key_rows": st.key_rows.to_dict(orient="list"),
+        "stream_rows": st.stream_rows,
+        "state_rows": st.state_rows,
+        "state_moved": st.state_moved,
+        "late": st.late,
+        "rows_out": st.rows_out,
+        "event_range": list(st.event_range),
+        "max_ts": st.max_ts if np.isfinite(st.max_ts) else None,
+        "info": st.info,
+    }
+    path = directory / f"batch-{st.batch_id:08d}.json"
+    atomic_write(path, json.dumps(doc).encode())
+    return path
+
+
+def read_batch_stats(path: Path) -> BatchStats:
+    """Parse a ``batch-<b>.json`` file."""
+    d: dict[str, Any] = json.loads(path.read_text())
+    return BatchStats(
+        batch_id=int(d["batch_id"]),
+        plan_version=int(d["plan_version"]),
+        replay=bool(d["replay"]),
+        duration_s=float(d["duration_s"]),
+        rows=np.asarray(d["rows"], dtype=np.int64),
+        busy_s=np.asarray(d["busy_s"], dtype=float),
+        kg_rows=np.asarray(d["kg_rows"], dtype=np.int64),
+        key_rows=pd.DataFrame(d["key_rows"]),
+        stream_rows={str(k): int(v) for k, v in d["stream_rows"].items()},
+        state_rows=int(d["state_rows"]),
+        state_moved=int(d["state_moved"]),
+        late=int(d["late"]),
+        rows_out=int(d["rows_out"]),
+        event_range=(int(d["event_range"][0]), int(d["event_range"][1])),
+        max_ts=float("-inf") if d["max_ts"] is None else float(d["max_ts"]),
+        info=dict(d.get("info", {})),
+    )
+
+
+def observation_from_batches(
+    batches: list[BatchStats], n: int, streams: list[str], tick_s: float, plan_version: int
+) -> Observation:
+    """One sample per batch: unit (key group) and partition loads in cores, rates, hot keys."""
+    if not batches:
+        g = 0
+        return Observation(
+            0.0,
+            np.zeros((g, 0)),
+            np.zeros((n, 0)),
+            np.zeros((len(streams), 0)),
+            tuple([NodeStatus.UP] * n),
+            np.zeros(n),
+            0.0,
+            plan_version,
+        )
+    g = batches[0].kg_rows.size
+    unit = np.zeros((g, len(batches)))
+    node = np.zeros((n, len(batches)))
+    rates = np.zeros((len(streams), len(batches)))
+    for j, b in enumerate(batches):
+        dur = max(b.duration_s, 1e-3)
+        node[:, j] = b.busy_s / dur
+        per_row = np.divide(b.busy_s, b.rows, out=np.zeros(n), where=b.rows > 0)
+        # a key group's rows may sit in several partitions (split hot keys): average cost per row
+        mean_cost = float((per_row * b.rows).sum() / max(b.rows.sum(), 1))
+        unit[:, j] = b.kg_rows * mean_cost / dur
+        for i, s in enumerate(streams):
+            rates[i, j] = b.stream_rows.get(s, 0) / tick_s
+    last = batches[-1]
+    kc = last.key_rows.groupby("key")["rows"].sum() if len(last.key_rows) else None
+    key_counts = (
+        np.stack([kc.index.to_numpy(), kc.to_numpy()], axis=1).astype(np.int64)
+        if kc is not None
+        else np.zeros((0, 2), dtype=np.int64)
+    )
+    return Observation(
+        time_s=float(sum(b.duration_s for b in batches)),
+        unit_load=unit,
+        node_load=node,
+        input_rates=rates,
+        node_status=tuple([NodeStatus.UP] * n),
+        backlog_s=np.zeros(n),
+        latency_s=float(np.mean([b.duration_s for b in batches])),
+        plan_version=plan_version,
+        counters={"batches": float(len(batches))},
+        key_counts=key_counts,
+    )

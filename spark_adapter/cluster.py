@@ -1,0 +1,211 @@
+"""A standalone Spark cluster on 127.0.0.1: master and workers started with ``spark-class``.
+
+``up`` starts the master (``--host 127.0.0.1``), waits for it to be elected leader, starts the
+workers and waits until each has registered; the pids, ports and log files go to a state file.
+``down`` ends exactly those pids (SIGTERM, then SIGKILL after a grace period); ``status`` reads
+the master's JSON endpoint. Nothing is found or killed by name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ClusterState", "cluster_down", "cluster_status", "cluster_up", "spark_home"]
+
+LOOPBACK = "127.0.0.1"
+
+
+def spark_home() -> Path:
+    """The installed pyspark package, which ships ``bin/spark-class`` and the jars."""
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind((LOOPBACK, 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class ClusterState:
+    """What ``up`` started."""
+
+    master_url: str
+    master_pid: int
+    master_web_port: int
+    worker_pids: list[int] = field(default_factory=list)
+    logs: list[str] = field(default_factory=list)
+
+    def save(self, path: Path) -> None:
+        """Write the state file."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(asdict(self), indent=1))
+
+    @classmethod
+    def load(cls, path: Path) -> ClusterState | None:
+        """Read the state file, if any."""
+        return cls(**json.loads(path.read_text())) if path.exists() else None
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        SPARK_HOME=str(spark_home()),
+        SPARK_LOCAL_IP=LOOPBACK,
+        PYSPARK_PYTHON=sys.executable,
+        SPARK_NO_DAEMONIZE="1",
+    )
+    return env
+
+
+def _start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    f = open(log, "wb")  # noqa: SIM115 - the child keeps the file
+    return subprocess.Popen(
+        [str(spark_home() / "bin" / "spark-class"), *args],
+        stdout=f,
+        stderr=subprocess.STDOUT,
+        env=_env(),
+        start_new_session=True,
+    )
+
+
+def _wait_for(log: Path, text: str, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if log.exists() and text in log.read_text(errors="replace"):
+            return
+        if proc.poll() is not None:
+            raise RuntimeError(f"{log.name}: process exited ({proc.returncode}) before '{text}'")
+        time.sleep(0.2)
+    raise TimeoutError(f"{log.name}: no '{text}' within {timeout_s} s")
+
+
+def cluster_up(
+    state_file: Path, workers: int = 2, cores: int = 1, memory: str = "1g", timeout_s: float = 60.0
+) -> ClusterState:
+    """Start a master and ``workers`` workers on loopback; refuses if a recorded cluster is alive."""
+    old = ClusterState.load(state_file)
+    if old is not None and _alive(old.master_pid):
+        raise RuntimeError(
+            f"a cluster is already up ({old.master_url}, pid {old.master_pid}); run 'trimtab cluster down'"
+        )
+    logs = state_file.parent / "cluster-logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    port, web = _free_port(), _free_port()
+    mlog = logs / "master.log"
+    master = _start(
+        [
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            LOOPBACK,
+            "--port",
+            str(port),
+            "--webui-port",
+            str(web),
+        ],
+        mlog,
+    )
+    state = ClusterState(f"spark://{LOOPBACK}:{port}", master.pid, web, [], [str(mlog)])
+    state.save(state_file)
+    try:
+        _wait_for(mlog, "I have been elected leader", master, timeout_s)
+        for i in range(workers):
+            wlog = logs / f"worker-{i}.log"
+            w = _start(
+                [
+                    "org.apache.spark.deploy.worker.Worker",
+                    state.master_url,
+                    "--host",
+                    LOOPBACK,
+                    "--cores",
+                    str(cores),
+                    "--memory",
+                    memory,
+                    "--webui-port",
+                    str(_free_port()),
+                    "--work-dir",
+                    str(logs / f"work-{i}"),
+                ],
+                wlog,
+            )
+            state.worker_pids.append(w.pid)
+            state.logs.append(str(wlog))
+            state.save(state_file)
+            _wait_for(wlog, "Successfully registered with master", w, timeout_s)
+    except BaseException:
+        cluster_down(state_file)
+        raise
+    return state
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def cluster_down(state_file: Path, grace_s: float = 10.0) -> list[int]:
+    """Stop the recorded workers, then the master, by pid; returns the pids that were stopped."""
+    state = ClusterState.load(state_file)
+    if state is None:
+        return []
+    pids = [*state.worker_pids, state.master_pid]
+    stopped = []
+    for pid in pids:
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            stopped.append(pid)
+    deadline = time.monotonic() + grace_s
+    for pid in pids:
+        while _alive(pid) and time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
+            time.sleep(0.1)
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    state_file.unlink(missing_ok=True)
+    return stopped
+
+
+def cluster_status(state_file: Path) -> dict[str, Any]:
+    """Recorded pids with liveness, and the master's view of its workers."""
+    state = ClusterState.load(state_file)
+    if state is None:
+        return {"up": False}
+    out: dict[str, Any] = {
+        "up": _alive(state.master_pid),
+        "master_url": state.master_url,
+        "master_pid": state.master_pid,
+        "workers": [{"pid": p, "alive": _alive(p)} for p in state.worker_pids],
+    }
+    if out["up"]:
+        try:
+            with urllib.request.urlopen(
+                f"http://{LOOPBACK}:{state.master_web_port}/json/", timeout=2
+            ) as r:
+                info = json.load(r)
+            out["registered_workers"] = [
+                {"id": w["id"], "state": w["state"], "cores": w["cores"]}
+                for w in info.get("workers", [])
+            ]
+            out["master_state"] = info.get("status")
+        except OSError as e:
+            out["master_error"] = str(e)
+    return out

@@ -1,0 +1,46 @@
+"""External mode: a controller in another process steers a running pipeline through files.
+
+The pipeline writes ``metrics/batch-<b>.json`` after every micro-batch and pins whatever
+``plans/current`` points at when a batch starts. ``ExternalSparkSubstrate`` is the controller's
+side of that protocol: ``observe`` reads the batch files it has not seen (a replayed batch's
+newer file replaces the first), ``apply`` publishes to the plan store. No pyspark import.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.observation import Observation
+from core.plans import Plan
+from spark_adapter.actuator import PlanStore
+from spark_adapter.batchstats import BatchStats, observation_from_batches, read_batch_stats
+
+__all__ = ["ExternalSparkSubstrate"]
+
+
+class ExternalSparkSubstrate:
+    """Implements the Substrate protocol over a pipeline's working directory."""
+
+    def __init__(
+        self, workdir: str | Path, streams: list[str], partitions: int, tick_s: float = 1.0
+    ) -> None:
+        self.dir = Path(workdir)
+        self.plans = PlanStore(self.dir / "plans")
+        self.streams, self.n, self.tick_s = streams, partitions, tick_s
+        self.mtimes: dict[Path, float] = {}
+        self.version = self.plans.current_version() or 0
+
+    def observe(self) -> Observation:
+        """Batches written (or rewritten by a replay) since the previous call."""
+        fresh: list[BatchStats] = []
+        for f in sorted((self.dir / "metrics").glob("batch-*.json")):
+            m = f.stat().st_mtime_ns
+            if self.mtimes.get(f) != m:
+                self.mtimes[f] = m
+                fresh.append(read_batch_stats(f))
+        return observation_from_batches(fresh, self.n, self.streams, self.tick_s, self.version)
+
+    def apply(self, plan: Plan) -> None:
+        """Publish the plan; the pipeline's next batch pins it."""
+        self.plans.publish(plan)
+        self.version = plan.version
