@@ -180,7 +180,7 @@ class SparkPipeline:
         return state.select(
             F.lit("S").alias("tag"),
             *ROW_COLUMNS[1:9],
-            self._pid(plan, F.lit(0.0)).alias("pid"),
+            self._pid(plan, F.lit(0.0), state=True).alias("pid"),
             F.col("pid").alias("prev_pid"),
             "rows",
             "busy_s",

@@ -281,3 +281,17 @@ def test_external_controller_protocol(spark, tmp_path: Path) -> None:  # type: i
     )  # the external plan moved all
     assert [v for _, v in pipe.log.pins()] == [0, 0, 1, 1]
     pipe.cleanup()
+
+
+def test_shuffle_routing_splits_every_key_and_still_matches(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _, q, pipe = make(spark, tmp_path, name="zipf-hotkey-shift", segments=2, scale=0.02)
+    p = plan(q, [0] * q.key_groups).model_copy(update={"routing": RoutingConfig(partitioner="shuffle", num_partitions=2)})
+    pipe.plans.publish(p)
+    pipe.run_available()
+    pipe.flush()
+    st = pipe.stats[0]
+    assert min(st.rows) > 0.4 * st.rows.sum()  # spread evenly whatever the keys
+    got, (exp, _) = pipe.output(), pipe.reference()
+    pd.testing.assert_frame_equal(got[["key", "window_start"]], exp[["key", "window_start"]])
+    np.testing.assert_allclose(got["value"], exp["value"])
+    pipe.cleanup()

@@ -1,0 +1,133 @@
+"""Maximum sustained input rate on Spark, per routing, against the perfect-balance bound.
+
+Run: .venv/bin/python -m bench.bench_spark
+Workload: one stream, Zipf(1.3) keys whose two hottest keys hash to the same partition, a
+windowed count (10 s tumbling) with 200 us of CPU per tuple, ``local-cluster[2,1,1024]``
+(2 executors x 1 core), 2 partitions, a 2 s trigger interval: each micro-batch holds 2 s of
+input. A rate is *sustained* when the median batch duration (foreachBatch wall time, warm-up
+and first controller batch excluded) is at most the trigger interval. For each routing the
+duration is fitted as ``o + a * rate`` from two probe rates, the estimate is checked, and the
+highest checked rate that was sustained is reported. The perfect-balance bound is
+``n * (T - o_min) / (T * c)``: all capacity left after the smallest fixed per-batch overhead
+``o_min`` (measured at a tiny rate), spread perfectly over the tuples' CPU cost ``c``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.common import environment, write_section
+from controller.spark_replay import replay_spark
+from core.hashing import stable_mod
+from core.scenario import Scenario
+
+T = 2.0
+COST_US = 200.0
+N = 2
+G = 8
+KEYS = 2000
+
+
+def collide_rotation() -> int:
+    """A rotation of the key ranks that puts the two hottest keys in the same hash partition."""
+    for r in range(KEYS):
+        a, b = r % KEYS, (r + 1) % KEYS
+        if stable_mod([a], G)[0] % N == stable_mod([b], G)[0] % N:
+            return r
+    raise RuntimeError("no colliding rotation")
+
+
+def scenario(rot: int) -> Scenario:
+    return Scenario.model_validate({
+        "name": "bench-skewed-groupby", "seed": 11, "duration_s": 400, "tick_s": T,
+        "cluster": {"nodes": [{"id": "n0"}, {"id": "n1"}]},
+        "streams": [{"id": "s", "rate": {"kind": "constant", "rate": 1000},
+                     "keys": {"space": KEYS, "distribution": "zipf", "s": 1.3, "shifts": [{"at_s": 0, "rotate": rot}] if rot else []}}],
+        "operators": [{"id": "count", "kind": "aggregate", "inputs": ["s"], "cost_us": COST_US, "key_groups": G,
+                       "window": {"size_s": 10, "slide_s": 10}, "params": {"agg": "count"}}],
+        "controller": {"window_k": 3, "placement": {"method": "least-loaded"}},
+    })
+
+
+def median_duration(spark: Any, sc: Scenario, rate: float, placement: str, partitioner: str, work: Path) -> tuple[float, dict[str, Any]]:
+    res = replay_spark(sc, batches=7, placement=placement, partitioner=partitioner, partitions=N, scale=rate / 1000.0,
+                       interval_batches=1, workdir=work, spark=spark)
+    s = res.summary
+    ok = s["output_matches_reference"]
+    if not ok:
+        raise RuntimeError(f"{partitioner}: output differs from the reference at rate {rate}")
+    return s["batch_duration_p50"], s
+
+
+def max_rate(spark: Any, sc: Scenario, placement: str, partitioner: str, work: Path) -> dict[str, Any]:
+    r1, r2 = 1000.0, 3000.0
+    d1, _ = median_duration(spark, sc, r1, placement, partitioner, work / "a")
+    d2, s2 = median_duration(spark, sc, r2, placement, partitioner, work / "b")
+    slope = max((d2 - d1) / (r2 - r1), 1e-9)
+    est = r1 + (T - d1) / slope
+    best, best_s, tried = 0.0, s2, []
+    rate = est
+    for i in range(4):
+        d, s = median_duration(spark, sc, rate, placement, partitioner, work / f"c{i}")
+        tried.append((round(rate), round(d, 3)))
+        if d <= T:
+            best, best_s = max(best, rate), s
+            rate *= 1.06
+        else:
+            rate *= 0.92
+        if i >= 1 and best > 0 and d > T:
+            break
+    return {"routing": partitioner, "placement": placement, "max_rate": best, "slope_s_per_rate": slope, "overhead_s": d1 - slope * r1,
+            "tried": tried, "partition_rows": best_s["partition_rows"], "partition_busy_s": best_s["partition_busy_s"]}
+
+
+def main() -> None:
+    from spark_adapter.session import make_session
+
+    rot = collide_rotation()
+    sc = scenario(rot)
+    spark = make_session("local-cluster[2,1,1024]", "trimtab-bench", {"spark.sql.shuffle.partitions": str(N), "spark.executor.memory": "768m"})
+    work = Path(tempfile.mkdtemp(prefix="trimtab-bench-"))
+    try:
+        median_duration(spark, sc, 200, "hash", "hash", work / "warm")  # executors' Python workers
+        o_min, _ = median_duration(spark, sc, 20, "hash", "hash", work / "tiny")
+        bound = N * (T - o_min) / (T * COST_US * 1e-6)
+        rows = [max_rate(spark, sc, pl, part, work / part) for pl, part in
+                (("hash", "hash"), ("least-loaded", "wchoices"), ("least-loaded", "dchoices"), ("hash", "shuffle"))]
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    by = {r["routing"]: r for r in rows}
+    best = max(by["wchoices"]["max_rate"], by["dchoices"]["max_rate"])
+    table = "\n".join(
+        f"| {r['routing']} | {r['max_rate']:.0f} | {r['max_rate'] / bound:.2f} | {r['max_rate'] / max(by['hash']['max_rate'], 1):.2f} | "
+        f"{r['max_rate'] / max(by['shuffle']['max_rate'], 1):.2f} | {r['partition_rows']} | {r['partition_busy_s']} | {r['tried']} |"
+        for r in rows
+    )
+    body = f"""
+Command: `.venv/bin/python -m bench.bench_spark` ({environment()}; pyspark 4.3, local-cluster[2,1,1024]).
+
+Zipf(1.3) over {KEYS} keys, ranks rotated by {rot} so that hash puts the two hottest keys in one
+partition; 10 s tumbling count; {COST_US:.0f} us per tuple; 2 partitions; trigger interval {T:.0f} s.
+Fixed per-batch overhead at a tiny rate: {o_min:.2f} s, so the perfect-balance bound is
+{bound:.0f} tuples/s. Targets: trimtab ≥ 0.85x the bound, ≥ 1.25x hash, ≥ 1.1x round-robin + merge.
+Every run's output equalled the reference.
+
+| routing | max sustained rate (tuples/s) | vs bound | vs hash | vs shuffle | partition rows (last sustained run) | partition busy s | (rate, median batch s) tried |
+|---|---|---|---|---|---|---|---|
+{table}
+
+trimtab (best hot-key routing) reaches {best / bound:.2f}x the bound, {best / max(by['hash']['max_rate'], 1):.2f}x hash and
+{best / max(by['shuffle']['max_rate'], 1):.2f}x round-robin + merge.
+"""
+    write_section("Spark pipeline: maximum sustained input rate", body)
+    print(body)
+
+
+if __name__ == "__main__":
+    main()
