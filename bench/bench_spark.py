@@ -19,8 +19,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from bench.common import environment, write_section
 from controller.spark_replay import replay_spark
 from core.hashing import stable_mod
@@ -43,20 +41,55 @@ def collide_rotation() -> int:
 
 
 def scenario(rot: int) -> Scenario:
-    return Scenario.model_validate({
-        "name": "bench-skewed-groupby", "seed": 11, "duration_s": 400, "tick_s": T,
-        "cluster": {"nodes": [{"id": "n0"}, {"id": "n1"}]},
-        "streams": [{"id": "s", "rate": {"kind": "constant", "rate": 1000},
-                     "keys": {"space": KEYS, "distribution": "zipf", "s": 1.3, "shifts": [{"at_s": 0, "rotate": rot}] if rot else []}}],
-        "operators": [{"id": "count", "kind": "aggregate", "inputs": ["s"], "cost_us": COST_US, "key_groups": G,
-                       "window": {"size_s": 10, "slide_s": 10}, "params": {"agg": "count"}}],
-        "controller": {"window_k": 3, "placement": {"method": "least-loaded"}},
-    })
+    return Scenario.model_validate(
+        {
+            "name": "bench-skewed-groupby",
+            "seed": 11,
+            "duration_s": 400,
+            "tick_s": T,
+            "cluster": {"nodes": [{"id": "n0"}, {"id": "n1"}]},
+            "streams": [
+                {
+                    "id": "s",
+                    "rate": {"kind": "constant", "rate": 1000},
+                    "keys": {
+                        "space": KEYS,
+                        "distribution": "zipf",
+                        "s": 1.3,
+                        "shifts": [{"at_s": 0, "rotate": rot}] if rot else [],
+                    },
+                }
+            ],
+            "operators": [
+                {
+                    "id": "count",
+                    "kind": "aggregate",
+                    "inputs": ["s"],
+                    "cost_us": COST_US,
+                    "key_groups": G,
+                    "window": {"size_s": 10, "slide_s": 10},
+                    "params": {"agg": "count"},
+                }
+            ],
+            "controller": {"window_k": 3, "placement": {"method": "least-loaded"}},
+        }
+    )
 
 
-def median_duration(spark: Any, sc: Scenario, rate: float, placement: str, partitioner: str, work: Path) -> tuple[float, dict[str, Any]]:
-    res = replay_spark(sc, batches=7, placement=placement, partitioner=partitioner, partitions=N, scale=rate / 1000.0,
-                       interval_batches=1, workdir=work, spark=spark)
+def median_duration(
+    spark: Any, sc: Scenario, rate: float, placement: str, partitioner: str, work: Path
+) -> tuple[float, dict[str, Any]]:
+    res = replay_spark(
+        sc,
+        batches=7,
+        placement=placement,
+        partitioner=partitioner,
+        partitions=N,
+        scale=rate / 1000.0,
+        interval_batches=1,
+        workdir=work,
+        spark=spark,
+    )
     s = res.summary
     ok = s["output_matches_reference"]
     if not ok:
@@ -64,7 +97,9 @@ def median_duration(spark: Any, sc: Scenario, rate: float, placement: str, parti
     return s["batch_duration_p50"], s
 
 
-def max_rate(spark: Any, sc: Scenario, placement: str, partitioner: str, work: Path) -> dict[str, Any]:
+def max_rate(
+    spark: Any, sc: Scenario, placement: str, partitioner: str, work: Path
+) -> dict[str, Any]:
     r1, r2 = 1000.0, 3000.0
     d1, _ = median_duration(spark, sc, r1, placement, partitioner, work / "a")
     d2, s2 = median_duration(spark, sc, r2, placement, partitioner, work / "b")
@@ -82,8 +117,16 @@ def max_rate(spark: Any, sc: Scenario, placement: str, partitioner: str, work: P
             rate *= 0.92
         if i >= 1 and best > 0 and d > T:
             break
-    return {"routing": partitioner, "placement": placement, "max_rate": best, "slope_s_per_rate": slope, "overhead_s": d1 - slope * r1,
-            "tried": tried, "partition_rows": best_s["partition_rows"], "partition_busy_s": best_s["partition_busy_s"]}
+    return {
+        "routing": partitioner,
+        "placement": placement,
+        "max_rate": best,
+        "slope_s_per_rate": slope,
+        "overhead_s": d1 - slope * r1,
+        "tried": tried,
+        "partition_rows": best_s["partition_rows"],
+        "partition_busy_s": best_s["partition_busy_s"],
+    }
 
 
 def main() -> None:
@@ -91,14 +134,25 @@ def main() -> None:
 
     rot = collide_rotation()
     sc = scenario(rot)
-    spark = make_session("local-cluster[2,1,1024]", "trimtab-bench", {"spark.sql.shuffle.partitions": str(N), "spark.executor.memory": "768m"})
+    spark = make_session(
+        "local-cluster[2,1,1024]",
+        "trimtab-bench",
+        {"spark.sql.shuffle.partitions": str(N), "spark.executor.memory": "768m"},
+    )
     work = Path(tempfile.mkdtemp(prefix="trimtab-bench-"))
     try:
         median_duration(spark, sc, 200, "hash", "hash", work / "warm")  # executors' Python workers
         o_min, _ = median_duration(spark, sc, 20, "hash", "hash", work / "tiny")
         bound = N * (T - o_min) / (T * COST_US * 1e-6)
-        rows = [max_rate(spark, sc, pl, part, work / part) for pl, part in
-                (("hash", "hash"), ("least-loaded", "wchoices"), ("least-loaded", "dchoices"), ("hash", "shuffle"))]
+        rows = [
+            max_rate(spark, sc, pl, part, work / part)
+            for pl, part in (
+                ("hash", "hash"),
+                ("least-loaded", "wchoices"),
+                ("least-loaded", "dchoices"),
+                ("hash", "shuffle"),
+            )
+        ]
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -122,8 +176,8 @@ Every run's output equalled the reference.
 |---|---|---|---|---|---|---|---|
 {table}
 
-trimtab (best hot-key routing) reaches {best / bound:.2f}x the bound, {best / max(by['hash']['max_rate'], 1):.2f}x hash and
-{best / max(by['shuffle']['max_rate'], 1):.2f}x round-robin + merge.
+trimtab (best hot-key routing) reaches {best / bound:.2f}x the bound, {best / max(by["hash"]["max_rate"], 1):.2f}x hash and
+{best / max(by["shuffle"]["max_rate"], 1):.2f}x round-robin + merge.
 """
     write_section("Spark pipeline: maximum sustained input rate", body)
     print(body)

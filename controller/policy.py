@@ -154,13 +154,17 @@ class ControlPolicy:
         placement: PlacementMethod,
         initial: PlacementMethod | None = None,
         routing: Any = None,
+        in_blackout: Callable[[], bool] | None = None,
     ) -> None:
         self.ctx = ctx
         self.placement = placement
         self.initial = initial or placement
         self.routing = routing  # a controller.routing.RoutingPolicy, for keyed pipelines
+        self.in_blackout = in_blackout or (lambda: False)
         self.rounds = 0
         self.last_change_round = -(10**9)
+        self.hold_until: dict[int, int] = {}  # unit -> round until which it stays put
+        self.pending: dict[str, Any] | None = None  # the last move, judged next round
 
     def initial_plan(self) -> Plan:
         """The first plan, from the load model."""
@@ -235,15 +239,27 @@ class ControlPolicy:
                 f"re-placed {n_evac} units off failed nodes",
                 {"moved": n_evac, **before},
             )
+        self._judge_last_move(before)
         if unit_x.shape[1] < 3:
             return Decision(None, "hold", "warm-up: fewer than 3 samples", before)
         if self.rounds - self.last_change_round <= s.cooldown_rounds:
             return Decision(None, "hold", "cooldown after the last change", before)
+        if self.in_blackout():
+            return Decision(None, "hold", "blackout window: no changes", before)
         res = self.placement.rebalance(self.ctx, unit_x, assign, alive)
-        new = res.assignment
+        new = res.assignment.copy()
+        held = [
+            u
+            for u, until in self.hold_until.items()
+            if until >= self.rounds and new[u] != assign[u]
+        ]
+        new[held] = assign[held]  # ineffective movers stay put for a while
         moved = np.flatnonzero(new != assign)
         if moved.size == 0:
-            return Decision(None, "hold", res.reason, {**before, **res.details})
+            why = res.reason + (
+                f"; {len(held)} move(s) blocked as recently ineffective" if held else ""
+            )
+            return Decision(None, "hold", why, {**before, **res.details, "blocked": held})
         if moved.size > s.max_moves:
             return Decision(
                 None,
@@ -261,6 +277,11 @@ class ControlPolicy:
                 {**before, "after": after, **res.details},
             )
         self.last_change_round = self.rounds
+        self.pending = {
+            "units": moved.tolist(),
+            "before": before["node_variance_mean"],
+            "round": self.rounds,
+        }
         return self._emit(
             plan,
             new,
@@ -274,6 +295,16 @@ class ControlPolicy:
                 **res.details,
             },
         )
+
+    def _judge_last_move(self, now: dict[str, float]) -> None:
+        """A move whose target (mean node-load variance) did not fall is not repeated for a while."""
+        p, self.pending = self.pending, None
+        hold = getattr(self.ctx.settings.placement, "ineffective_hold_rounds", 0)
+        if p is None or hold <= 0:
+            return
+        if now["node_variance_mean"] >= p["before"] - 1e-12:
+            for u in p["units"]:
+                self.hold_until[int(u)] = self.rounds + hold
 
     def _emit(
         self, plan: Plan, assign: IntArray, kind: str, reason: str, details: dict[str, Any]

@@ -1,7 +1,8 @@
-"""Run reports: time series to CSV, PNG plots and one self-contained HTML page.
+"""Run reports: time series as CSV, PNG plots and one self-contained HTML page.
 
-Plot functions take data and return a ``matplotlib.figure.Figure``; they never save or show.
-``write_report`` is the caller that decides where things go.
+``write_report`` saves a run's series into a directory and renders it; ``render_run_dir``
+renders again from the saved files (``trimtab report RUN_DIR``). Plot functions take data and
+return a ``matplotlib.figure.Figure``; they never save or show.
 """
 
 from __future__ import annotations
@@ -20,7 +21,16 @@ if TYPE_CHECKING:
 
     from controller.replay import ReplayResult
 
-__all__ = ["plot_correlation", "plot_heatmap", "plot_node_load", "plot_shed", "write_report"]
+__all__ = [
+    "plot_correlation",
+    "plot_heatmap",
+    "plot_node_load",
+    "plot_placement",
+    "plot_recovery",
+    "plot_shed",
+    "render_run_dir",
+    "write_report",
+]
 
 
 def _xlabel(df: pd.DataFrame) -> str:
@@ -51,16 +61,12 @@ def plot_heatmap(node_load: pd.DataFrame) -> Figure:
     """Heat map of node load: nodes x time."""
     fig = _figure()
     ax = fig.add_subplot()
+    x0, x1 = float(node_load.index[0]), float(node_load.index[-1])
     im = ax.imshow(
         node_load.to_numpy().T,
         aspect="auto",
         interpolation="nearest",
-        extent=(
-            float(node_load.index[0]),
-            float(node_load.index[-1]),
-            len(node_load.columns) - 0.5,
-            -0.5,
-        ),
+        extent=(x0, x1 if x1 > x0 else x0 + 1, len(node_load.columns) - 0.5, -0.5),
     )
     ax.set_yticks(range(len(node_load.columns)), [str(c) for c in node_load.columns])
     ax.set_xlabel(_xlabel(node_load))
@@ -98,6 +104,43 @@ def plot_shed(shed: pd.DataFrame) -> Figure:
     return fig
 
 
+def plot_placement(placement: pd.DataFrame) -> Figure:
+    """Operators per node after each plan change (a stacked step area)."""
+    fig = _figure()
+    ax = fig.add_subplot()
+    x = placement.index.to_numpy(dtype=float)
+    ax.stackplot(x, placement.to_numpy().T, labels=[str(c) for c in placement.columns], step="post")
+    ax.set_xlabel(_xlabel(placement))
+    ax.set_ylabel("operators")
+    ax.set_title("Placement over time")
+    if len(placement.columns) <= 12:
+        ax.legend(fontsize="small", ncols=2, loc="upper left")
+    return fig
+
+
+def plot_recovery(
+    events: pd.DataFrame, decisions: list[dict[str, Any]], nodes: list[str]
+) -> Figure:
+    """Faults and the controller's recovery decisions on a timeline."""
+    fig = _figure()
+    ax = fig.add_subplot()
+    marks = {"kill": "x", "lose": "X", "slow": "v", "partition": "s", "restore": "o"}
+    for kind, grp in events.groupby("kind") if len(events) else []:
+        y = [nodes.index(n) if n in nodes else 0 for n in grp["node"]]
+        ax.scatter(grp["time_s"], y, marker=marks.get(str(kind), "."), s=60, label=f"fault: {kind}")
+    rec = [d for d in decisions if str(d.get("kind", "")).startswith("recover")]
+    for d in rec:
+        ax.axvline(float(d.get("time_s", 0.0)), color="green", lw=1, alpha=0.6)
+    if rec:
+        ax.plot([], [], color="green", label="recovery decision")
+    ax.set_yticks(range(len(nodes)), nodes)
+    ax.set_xlabel("time (s)")
+    ax.set_title("Recovery timeline")
+    if len(events) or rec:
+        ax.legend(fontsize="small")
+    return fig
+
+
 def _png(fig: Figure, path: Path) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -106,7 +149,7 @@ def _png(fig: Figure, path: Path) -> None:
 
 
 def write_report(result: ReplayResult, out_dir: str | Path) -> Path:
-    """Write CSV series, PNG plots, ``summary.json``, ``decisions.json`` and ``report.html``."""
+    """Save the run's series (CSV), summary and decisions (JSON), then render the report."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     s = result.series
@@ -114,40 +157,95 @@ def write_report(result: ReplayResult, out_dir: str | Path) -> Path:
     s.node_util.to_csv(out / "node_util.csv")
     s.backlog_s.to_csv(out / "backlog_s.csv")
     s.streams.to_csv(out / "streams.csv")
+    for name in ("shed", "placement", "events"):
+        df = getattr(s, name, None)
+        if df is not None:
+            df.to_csv(out / f"{name}.csv", index=name != "events")
     (out / "summary.json").write_text(json.dumps(result.summary, indent=2, default=float))
     (out / "decisions.json").write_text(
         json.dumps([d.__dict__ for d in result.decisions], indent=1, default=float)
     )
-    half = len(s.node_load) // 2
+    return render_run_dir(out)
+
+
+def _read(out: Path, name: str, index: bool = True) -> pd.DataFrame | None:
+    p = out / f"{name}.csv"
+    if not p.exists():
+        return None
+    return pd.read_csv(p, index_col=0) if index else pd.read_csv(p)
+
+
+def render_run_dir(run_dir: str | Path) -> Path:
+    """Render PNG plots and ``report.html`` from a run directory's saved files."""
+    out = Path(run_dir)
+    node_load = _read(out, "node_load")
+    if node_load is None or not (out / "summary.json").exists():
+        raise FileNotFoundError(
+            f"{out}: not a run directory (node_load.csv and summary.json are needed)"
+        )
+    summary = json.loads((out / "summary.json").read_text())
+    decisions = (
+        json.loads((out / "decisions.json").read_text())
+        if (out / "decisions.json").exists()
+        else []
+    )
+    half = len(node_load) // 2
     figs: dict[str, Any] = {
-        "node_load.png": plot_node_load(s.node_load),
-        "heatmap.png": plot_heatmap(s.node_load),
+        "heatmap.png": plot_heatmap(node_load),
+        "node_load.png": plot_node_load(node_load),
         "correlation_before.png": plot_correlation(
-            s.node_load.iloc[: max(half, 2)], "Node correlation, first half"
+            node_load.iloc[: max(half, 2)], "Node correlation, first half"
         ),
         "correlation_after.png": plot_correlation(
-            s.node_load.iloc[half:], "Node correlation, second half"
+            node_load.iloc[half:], "Node correlation, second half"
         ),
     }
-    if s.shed is not None:
-        figs["shed.png"] = plot_shed(s.shed)
+    placement = _read(out, "placement")
+    if placement is not None and len(placement):
+        figs["placement.png"] = plot_placement(placement)
+    shed = _read(out, "shed")
+    if shed is not None and len(shed):
+        figs["shed.png"] = plot_shed(shed)
+    events = _read(out, "events", index=False)
+    figs["recovery.png"] = plot_recovery(
+        events if events is not None else pd.DataFrame(columns=["time_s", "kind", "node"]),
+        decisions,
+        [str(c) for c in node_load.columns],
+    )
     for name, fig in figs.items():
         _png(fig, out / name)
+    keys = (
+        "throughput",
+        "mean_latency",
+        "p99_latency",
+        "node_load_variance_mean",
+        "migrations",
+        "dropped_fraction",
+        "lost_tuples",
+    )
+    lines = [
+        f"{k} = {summary[k]:.4g}"
+        if isinstance(summary.get(k), float)
+        else f"{k} = {summary.get(k)}"
+        for k in keys
+        if k in summary
+    ]
     rows = "".join(
         f"<tr><td>{k}</td><td>{v:.6g}</td></tr>"
         if isinstance(v, float)
         else f"<tr><td>{k}</td><td>{v}</td></tr>"
-        for k, v in result.summary.items()
+        for k, v in summary.items()
     )
     imgs = "".join(
-        f'<h2>{name[:-4].replace("_", " ")}</h2><img src="data:image/png;base64,'
-        f'{base64.b64encode((out / name).read_bytes()).decode()}"/>'
+        f'<h2>{name[:-4].replace("_", " ")}</h2><img src="data:image/png;base64,{base64.b64encode((out / name).read_bytes()).decode()}"/>'
         for name in figs
     )
+    title = summary.get("scenario", "")
     html = (
         "<!doctype html><html><head><meta charset='utf-8'><title>trimtab report</title></head>"
-        f"<body><h1>trimtab report: {result.summary.get('scenario', '')}</h1>"
+        f"<body><h1>trimtab report: {title}</h1><p>{'; '.join(lines)}</p>"
         f"<table border='1' cellpadding='3'>{rows}</table>{imgs}</body></html>"
     )
     (out / "report.html").write_text(html)
+    (out / "summary.txt").write_text("\n".join(lines) + "\n")
     return out

@@ -222,6 +222,7 @@ class PlacementSettings(BaseModel):
     min_gain: float = Field(0.0, ge=0)
     cooldown_rounds: int = Field(0, ge=0)
     max_moves: int = Field(1000, ge=0)
+    ineffective_hold_rounds: int = Field(3, ge=0)
     params: dict[str, float] = Field(default_factory=dict)
 
 

@@ -43,6 +43,8 @@ class SimResult:
     totals: dict[str, float]
     plans: list[tuple[float, int, str]] = field(default_factory=list)
     shed: pd.DataFrame | None = None
+    placement: pd.DataFrame | None = None  # units per node after each plan (index: time)
+    events: pd.DataFrame | None = None  # faults: time_s, kind, node
 
 
 class Simulator:
@@ -87,6 +89,8 @@ class Simulator:
         self._last_obs = 0
         self.plans: list[tuple[float, int, str]] = []
         self.keep_log: list[tuple[float, Array]] = []
+        self.placement_log: list[tuple[float, NDArray[np.int64]]] = []
+        self.events: list[tuple[float, str, str]] = []
 
     # ----------------------------------------------------------------- set-up
     def _init_shares(self) -> None:
@@ -152,6 +156,9 @@ class Simulator:
                 arc[loc] = min(1.0, max(0.0, x))
         self.input_keep, self.arc_keep = keep, arc
         self.keep_log.append((self.t * self.tick_s, keep.copy()))
+        self.placement_log.append(
+            (self.t * self.tick_s, np.bincount(self.assign, minlength=self.n))
+        )
         self.plan_version = plan.version
         self.plans.append((self.t * self.tick_s, plan.version, plan.reason))
         self._rebuild_coefficients()
@@ -217,6 +224,7 @@ class Simulator:
 
     def _apply_fault(self, f: FaultSpec) -> None:
         i = self.cluster.ids.index(f.node)
+        self.events.append((self.t * self.tick_s, f.kind, f.node))
         dur = None if f.duration_s is None else self.t + max(1, round(f.duration_s / self.tick_s))
         if f.kind in ("kill", "lose"):
             self._lose_backlog(i)
@@ -374,4 +382,10 @@ class Simulator:
             totals=self.totals(),
             plans=list(self.plans),
             shed=shed,
+            placement=pd.DataFrame(
+                [c for _, c in self.placement_log] or [np.zeros(self.n, dtype=np.int64)],
+                index=pd.Index([ts for ts, _ in self.placement_log] or [0.0], name="time_s"),
+                columns=nodes,
+            ),
+            events=pd.DataFrame(self.events, columns=["time_s", "kind", "node"]),
         )

@@ -285,7 +285,9 @@ def test_external_controller_protocol(spark, tmp_path: Path) -> None:  # type: i
 
 def test_shuffle_routing_splits_every_key_and_still_matches(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     _, q, pipe = make(spark, tmp_path, name="zipf-hotkey-shift", segments=2, scale=0.02)
-    p = plan(q, [0] * q.key_groups).model_copy(update={"routing": RoutingConfig(partitioner="shuffle", num_partitions=2)})
+    p = plan(q, [0] * q.key_groups).model_copy(
+        update={"routing": RoutingConfig(partitioner="shuffle", num_partitions=2)}
+    )
     pipe.plans.publish(p)
     pipe.run_available()
     pipe.flush()

@@ -1,0 +1,407 @@
+"""The long-running controller: APScheduler interval job, decision log, metrics, status, signals.
+
+``Daemon.tick()`` is one control round and is callable directly (tests call it without a
+scheduler). ``Daemon.run()`` schedules it every ``control.interval_s`` with one instance at a
+time, missed runs coalesced and a misfire grace of about one interval; missed and skipped
+runs are counted. SIGTERM and SIGINT stop it after the current round (exit 0). On start it
+resumes from the last applied plan in the decision log, so a restarted controller continues
+the version sequence, and the substrate keeps applying the last plan while it is down.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import controller.placements  # noqa: F401  (fills the placement registry)
+from controller.config import Settings
+from controller.decisionlog import DecisionLog
+from controller.logs import configure_logging
+from controller.loop import ControlLoop, Substrate
+from controller.policy import PLACEMENTS, Context, ControlPolicy
+from controller.telemetry import Telemetry
+from core import loadstats
+from core.cluster import NodeStatus
+from core.observation import Observation
+from core.plans import Plan
+from core.scenario import ControllerSpec, load_scenario
+
+__all__ = ["Daemon", "SimSubstrate", "in_blackout"]
+
+log = logging.getLogger("trimtab.daemon")
+
+
+def in_blackout(windows: list[str], now: datetime | None = None) -> bool:
+    """True when the UTC time of day lies in one of the ``HH:MM-HH:MM`` windows (may wrap midnight).
+
+    Examples
+    --------
+    >>> in_blackout(["22:00-02:00"], datetime(2026, 1, 1, 23, 30, tzinfo=UTC))
+    True
+    >>> in_blackout(["09:00-10:00"], datetime(2026, 1, 1, 10, 30, tzinfo=UTC))
+    False
+    """
+    t = (now or datetime.now(UTC)).strftime("%H:%M")
+    for w in windows:
+        a, b = w.split("-")
+        if (a <= t < b) if a <= b else (t >= a or t < b):
+            return True
+    return False
+
+
+class SimSubstrate:
+    """The simulator as a daemon substrate: each observation advances ``ticks`` simulated ticks.
+
+    When the scenario ends it starts again from its first tick under the current plan, so the
+    daemon can run until stopped.
+    """
+
+    def __init__(self, scenario_path: str, ticks: int | None = None) -> None:
+        from simulator import Simulator
+
+        self.scenario = load_scenario(scenario_path)
+        self._make = lambda: Simulator(self.scenario)
+        self.sim = self._make()
+        self.ticks = ticks or max(
+            1, round(self.scenario.controller.interval_s / self.scenario.tick_s)
+        )
+        self.plan: Plan | None = None
+        self.cycles = 0
+
+    def observe(self) -> Observation:
+        """Advance one round of simulated time and report it."""
+        if self.sim.done:
+            self.sim = self._make()
+            self.cycles += 1
+            if self.plan is not None:
+                self.sim.apply(self.plan)
+        self.sim.step(self.ticks)
+        return self.sim.observe()
+
+    def apply(self, plan: Plan) -> None:
+        """Adopt the plan (the simulator keeps applying it until the next one)."""
+        self.plan = plan
+        self.sim.apply(plan)
+
+
+def _context_for(settings: Settings) -> tuple[Substrate, Context]:
+    from controller.replay import make_context
+
+    sub = settings.substrate
+    if sub.kind == "sim":
+        s = SimSubstrate(sub.scenario, sub.ticks_per_round)
+        return s, make_context(
+            s.scenario.model_copy(
+                update={"controller": _controller_spec(settings, s.scenario.controller)}
+            )
+        )
+    from controller.spark_replay import spark_context
+    from spark_adapter.external import ExternalSparkSubstrate
+    from spark_adapter.operators import compile_query
+
+    if not sub.workdir:
+        raise ValueError("substrate.workdir: spark-external needs the pipeline's working directory")
+    sc = load_scenario(sub.scenario)
+    q = compile_query(sc)
+    ext = ExternalSparkSubstrate(sub.workdir, list(q.sides), sub.partitions, sc.tick_s)
+    ctx = spark_context(
+        sc.model_copy(update={"controller": _controller_spec(settings, sc.controller)}),
+        q,
+        sub.partitions,
+        1.0,
+    )
+    return ext, ctx
+
+
+def _controller_spec(settings: Settings, base: ControllerSpec) -> ControllerSpec:
+    p = settings.placement
+    placement = base.placement.model_copy(
+        update={
+            "method": p.method,
+            "min_gain": p.min_gain,
+            "cooldown_rounds": p.cooldown_rounds,
+            "max_moves": p.max_moves,
+            "ineffective_hold_rounds": p.ineffective_hold_rounds,
+            "params": {
+                **base.placement.params,
+                "pair_threshold": p.pair_threshold,
+                "load_threshold": p.load_threshold,
+            },
+        }
+    )
+    shedding = base.shedding.model_copy(
+        update={"method": settings.shedding.method, "headroom": settings.shedding.headroom}
+    )
+    ha = base.ha.model_copy(update={"policy": settings.availability.policy})
+    return base.model_copy(
+        update={
+            "interval_s": settings.control.interval_s,
+            "window_k": settings.control.window_samples,
+            "placement": placement,
+            "shedding": shedding,
+            "ha": ha,
+        }
+    )
+
+
+class Daemon:
+    """One controller process."""
+
+    def __init__(
+        self, settings: Settings, substrate: Substrate | None = None, ctx: Context | None = None
+    ) -> None:
+        self.settings = settings
+        if substrate is None or ctx is None:
+            substrate, ctx = _context_for(settings)
+        self.substrate = substrate
+        method = settings.placement.method
+        if method not in PLACEMENTS:
+            raise ValueError(
+                f"placement.method: unknown method {method!r} (known: {', '.join(sorted(PLACEMENTS))})"
+            )
+        windows = settings.control.blackout_windows_utc
+        policy = ControlPolicy(
+            ctx,
+            PLACEMENTS[method](dict(ctx.settings.placement.params)),
+            in_blackout=lambda: in_blackout(windows),
+        )
+        self.log = DecisionLog(settings.decision_log, settings.decision_retention_rounds)
+        self.telemetry = Telemetry()
+        self.loop = ControlLoop(
+            substrate, policy, settings.control.window_samples, settings.control.dry_run
+        )
+        self.state_dir = Path(settings.state_dir)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.stop_event = threading.Event()
+        self.missed = 0
+        self.skipped = 0
+        self.started = time.time()
+        self._resume_or_start()
+
+    def _resume_or_start(self) -> None:
+        last = self.log.last_plan()
+        units = self.loop.policy.ctx.units.ids
+        if (
+            last is not None
+            and last.placement.units == units
+            and last.placement.nodes == self.loop.policy.ctx.cluster.ids
+        ):
+            self.loop.plan = last
+            self.substrate.apply(last)
+            log.info("plan_resumed", extra={"fields": {"plan_version": last.version}})
+            self.resumed_from = last.version
+        else:
+            self.loop.start()
+            self.log.record_plan(time.time(), self.loop.plan, applied=True)
+            self.resumed_from = None
+        self.telemetry.plan_version.set(self.loop.plan.version)
+
+    # -------------------------------------------------------------- one round
+    def tick(self) -> None:
+        """One control round: observe, decide, apply (unless dry run), log, export."""
+        t0 = time.perf_counter()
+        decision = self.loop.tick()
+        rec = self.loop.records[-1]
+        obs_summary = self._observation_summary()
+        now = time.time()
+        self.log.record(
+            now,
+            rec.round,
+            rec.kind,
+            rec.reason,
+            rec.plan_version,
+            rec.applied,
+            rec.duration_s,
+            obs_summary,
+            rec.details,
+        )
+        if decision.plan is not None:
+            self.log.record_plan(now, decision.plan, applied=rec.applied)
+        self._export(rec, decision.plan)
+        self.telemetry.tick_duration.observe(time.perf_counter() - t0)
+        self._write_status(rec)
+        log.info(
+            "round",
+            extra={
+                "fields": {
+                    "round": rec.round,
+                    "kind": rec.kind,
+                    "reason": rec.reason,
+                    "plan_version": rec.plan_version,
+                    "applied": rec.applied,
+                }
+            },
+        )
+        limit = self.settings.control.max_rounds
+        if limit is not None and rec.round >= limit:
+            self.stop_event.set()
+
+    def _observation_summary(self) -> dict[str, Any]:
+        nx = self.loop.nodes.series()
+        if nx.shape[1] == 0:
+            return {}
+        ids = self.loop.policy.ctx.cluster.ids
+        return {
+            "node_load": dict(zip(ids, np.round(loadstats.means(nx), 6).tolist(), strict=True)),
+            "node_variance_mean": float(loadstats.variances(nx).mean()),
+            "node_correlation_mean": loadstats.pairwise_mean_correlation(nx),
+            "samples": int(nx.shape[1]),
+        }
+
+    def _export(self, rec: Any, plan: Plan | None) -> None:
+        t = self.telemetry
+        t.decisions.labels(kind=rec.kind).inc()
+        nx = self.loop.nodes.series()
+        if nx.shape[1]:
+            for node, v in zip(self.loop.policy.ctx.cluster.ids, loadstats.means(nx), strict=True):
+                t.node_load.labels(node=node).set(float(v))
+            t.node_variance.set(float(loadstats.variances(nx).mean()))
+            t.node_correlation.set(loadstats.pairwise_mean_correlation(nx))
+        moved = rec.details.get("moved", 0)
+        if rec.applied and isinstance(moved, int | float):
+            t.migrations.inc(float(moved))
+        if rec.kind.startswith("recover"):
+            t.failures.inc()
+        current = self.loop.plan
+        for s in self.loop.policy.ctx.network.streams:
+            t.shed_ratio.labels(stream=s).set(1.0 - current.shed.keep_of(s))
+        t.plan_version.set(current.version)
+
+    def status(self) -> dict[str, Any]:
+        """What the daemon is doing."""
+        recs = self.loop.records
+        last = recs[-1] if recs else None
+        return {
+            "pid": os.getpid(),
+            "started": self.started,
+            "substrate": self.settings.substrate.kind,
+            "last_round": None
+            if last is None
+            else {
+                "round": last.round,
+                "time": time.time(),
+                "kind": last.kind,
+                "reason": last.reason,
+            },
+            "plan_version": self.loop.plan.version,
+            "dry_run": self.settings.control.dry_run,
+            "policies": {
+                "placement": self.settings.placement.method,
+                "shedding": self.settings.shedding.method,
+                "availability": self.settings.availability.policy,
+            },
+            "health": {
+                "missed_runs": self.missed,
+                "skipped_runs": self.skipped,
+                "nodes_down": [
+                    n
+                    for n, st in zip(
+                        self.loop.policy.ctx.cluster.ids, self._statuses(), strict=True
+                    )
+                    if st not in ("up", "suspected")
+                ],
+            },
+            "metrics_port": self.telemetry.port,
+            "decision_log": str(self.settings.decision_log),
+            "resumed_from_plan": self.resumed_from,
+        }
+
+    def _statuses(self) -> list[str]:
+        st = getattr(getattr(self.substrate, "sim", None), "status", None)
+        if st is None:
+            return ["up"] * self.loop.policy.ctx.cluster.n
+        return [NodeStatus(s).value for s in st]
+
+    def _write_status(self, rec: Any = None) -> None:
+        from spark_adapter.actuator import atomic_write
+
+        atomic_write(
+            self.state_dir / "status.json", json.dumps(self.status(), default=float).encode()
+        )
+
+    # ------------------------------------------------------------------ loop
+    def run(self) -> int:
+        """Run until SIGTERM/SIGINT (or ``max_rounds``); returns the exit code (0)."""
+        from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
+        from apscheduler.schedulers.background import BackgroundScheduler
+
+        c = self.settings.control
+        if self.settings.metrics.enabled:
+            port = self.telemetry.serve(self.settings.metrics.host, self.settings.metrics.port)
+            log.info(
+                "metrics_serving",
+                extra={"fields": {"host": self.settings.metrics.host, "port": port}},
+            )
+        sched = BackgroundScheduler(
+            timezone="UTC",
+            job_defaults={
+                "max_instances": 1,
+                "coalesce": True,
+                "misfire_grace_time": max(1, round(c.misfire_grace_s or c.interval_s)),
+            },
+        )
+
+        def on_event(ev: Any) -> None:
+            if ev.code == EVENT_JOB_MISSED:
+                self.missed += 1
+                self.telemetry.missed.labels(job=ev.job_id).inc()
+            elif ev.code == EVENT_JOB_MAX_INSTANCES:
+                self.skipped += 1
+                self.telemetry.skipped.labels(job=ev.job_id).inc()
+            elif ev.code == EVENT_JOB_ERROR:
+                log.error("round_failed", extra={"fields": {"error": repr(ev.exception)}})
+
+        sched.add_listener(on_event, EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES | EVENT_JOB_ERROR)
+        sched.add_job(
+            self.tick,
+            "interval",
+            seconds=c.interval_s,
+            id="control",
+            replace_existing=True,
+            next_run_time=datetime.now(UTC),
+        )
+        old = {
+            s: signal.signal(s, lambda *_: self.stop_event.set())
+            for s in (signal.SIGTERM, signal.SIGINT)
+        }
+        sched.start()
+        self._write_status()
+        try:
+            while not self.stop_event.wait(0.2):
+                pass
+        finally:
+            sched.shutdown(wait=True)
+            for s, h in old.items():
+                signal.signal(s, h)
+            self.telemetry.stop()
+            st = self.status()
+            st["stopped"] = True
+            from spark_adapter.actuator import atomic_write
+
+            atomic_write(self.state_dir / "status.json", json.dumps(st, default=float).encode())
+            self.log.close()
+            log.info(
+                "stopped",
+                extra={
+                    "fields": {
+                        "rounds": len(self.loop.records),
+                        "plan_version": self.loop.plan.version,
+                    }
+                },
+            )
+        return 0
+
+
+def run_daemon(settings: Settings) -> int:
+    """Configure logging and run a daemon until it is stopped."""
+    configure_logging(settings.log_format)
+    return Daemon(settings).run()

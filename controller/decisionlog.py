@@ -1,0 +1,125 @@
+"""The decision log: every control round, its observation summary, decision, reason and plan.
+
+SQLite (the embedded default). Each round stores the observation summary (node loads,
+variance, correlation, rates), the decision kind and reason with the numbers behind it
+(scores, expected gain, shadow prices, moves), the plan version and whether it was applied or
+only recommended. Plans are stored in full so a restarted controller resumes from the last
+one. Retention is bounded by rounds.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+from core.plans import Plan
+
+__all__ = ["DecisionLog"]
+
+
+class DecisionLog:
+    """Append-only rounds and plans in SQLite, safe to read while the daemon writes."""
+
+    def __init__(self, path: str | Path, retention_rounds: int = 10_000) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.retention = retention_rounds
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(
+            """
+            CREATE TABLE IF NOT EXISTS rounds (
+                id INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL NOT NULL, round INTEGER NOT NULL,
+                kind TEXT NOT NULL, reason TEXT NOT NULL, plan_version INTEGER NOT NULL,
+                applied INTEGER NOT NULL, duration_s REAL NOT NULL, observation TEXT NOT NULL,
+                details TEXT NOT NULL);
+            CREATE TABLE IF NOT EXISTS plans (version INTEGER PRIMARY KEY, ts REAL NOT NULL,
+                applied INTEGER NOT NULL, plan TEXT NOT NULL);
+            """
+        )
+
+    def record(
+        self,
+        ts: float,
+        round_no: int,
+        kind: str,
+        reason: str,
+        plan_version: int,
+        applied: bool,
+        duration_s: float,
+        observation: dict[str, Any],
+        details: dict[str, Any],
+    ) -> None:
+        """Append one round (and trim to the retention bound)."""
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO rounds (ts, round, kind, reason, plan_version, applied, duration_s, observation, details) "
+                "VALUES (?,?,?,?,?,?,?,?,?)",
+                (
+                    ts,
+                    round_no,
+                    kind,
+                    reason,
+                    plan_version,
+                    int(applied),
+                    duration_s,
+                    json.dumps(observation, default=float),
+                    json.dumps(details, default=float),
+                ),
+            )
+            self._db.execute(
+                "DELETE FROM rounds WHERE id <= (SELECT MAX(id) FROM rounds) - ?", (self.retention,)
+            )
+
+    def record_plan(self, ts: float, plan: Plan, applied: bool) -> None:
+        """Store a plan the controller published (or recommended)."""
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO plans VALUES (?,?,?,?)",
+                (plan.version, ts, int(applied), plan.to_json()),
+            )
+
+    def last_plan(self, applied_only: bool = True) -> Plan | None:
+        """The newest stored plan (applied ones only, by default)."""
+        q = (
+            "SELECT plan FROM plans"
+            + (" WHERE applied=1" if applied_only else "")
+            + " ORDER BY version DESC LIMIT 1"
+        )
+        row = self._db.execute(q).fetchone()
+        return None if row is None else Plan.from_json(row[0])
+
+    def last(self, n: int = 20) -> list[dict[str, Any]]:
+        """The ``n`` most recent rounds, oldest first."""
+        rows = self._db.execute(
+            "SELECT ts, round, kind, reason, plan_version, applied, duration_s, observation, details FROM rounds "
+            "ORDER BY id DESC LIMIT ?",
+            (n,),
+        ).fetchall()
+        return [
+            {
+                "ts": r[0],
+                "round": r[1],
+                "kind": r[2],
+                "reason": r[3],
+                "plan_version": r[4],
+                "applied": bool(r[5]),
+                "duration_s": r[6],
+                "observation": json.loads(r[7]),
+                "details": json.loads(r[8]),
+            }
+            for r in reversed(rows)
+        ]
+
+    def count(self) -> int:
+        """Rounds stored."""
+        return int(self._db.execute("SELECT COUNT(*) FROM rounds").fetchone()[0])
+
+    def close(self) -> None:
+        """Close the database."""
+        with self._lock:
+            self._db.close()

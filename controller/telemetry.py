@@ -1,0 +1,87 @@
+"""Prometheus metrics of the controller, served on 127.0.0.1 only.
+
+Names follow Prometheus conventions: the ``trimtab_`` prefix, base units as suffixes, ``_total``
+for counters (added by the client library), labels by node or stream only (bounded sets).
+Each daemon has its own registry, so tests can run several.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+__all__ = ["Telemetry"]
+
+
+class Telemetry:
+    """The controller's metrics and the HTTP endpoint serving them."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.tick_duration = Histogram(
+            "trimtab_control_tick_duration_seconds",
+            "Control round duration",
+            registry=r,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+        )
+        self.decisions = Counter("trimtab_decisions", "Decisions by kind", ["kind"], registry=r)
+        self.node_load = Gauge(
+            "trimtab_node_load_cores",
+            "Mean node load over the last window (cores)",
+            ["node"],
+            registry=r,
+        )
+        self.node_variance = Gauge(
+            "trimtab_node_load_variance", "Mean node-load variance over the window", registry=r
+        )
+        self.node_correlation = Gauge(
+            "trimtab_node_load_correlation_ratio", "Mean pairwise node-load correlation", registry=r
+        )
+        self.shed_ratio = Gauge(
+            "trimtab_shed_ratio",
+            "Fraction of a stream dropped by the current plan",
+            ["stream"],
+            registry=r,
+        )
+        self.migrations = Counter("trimtab_migrations", "Operators moved between nodes", registry=r)
+        self.plan_version = Gauge("trimtab_plan_version", "Version of the current plan", registry=r)
+        self.missed = Counter(
+            "trimtab_scheduler_jobs_missed", "Scheduled rounds missed", ["job"], registry=r
+        )
+        self.skipped = Counter(
+            "trimtab_scheduler_jobs_skipped",
+            "Rounds skipped: the previous one still ran",
+            ["job"],
+            registry=r,
+        )
+        self.failures = Counter("trimtab_failures_detected", "Node failures detected", registry=r)
+        self.build = Gauge("trimtab_build_info", "Build information", ["version"], registry=r)
+        self.build.labels(version=_version()).set(1)
+        self.server: Any = None
+        self.port: int | None = None
+
+    def serve(self, host: str = "127.0.0.1", port: int = 9464) -> int:
+        """Start the endpoint on a loopback address; returns the bound port."""
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError(f"metrics.host: {host!r} is not a loopback address")
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        self.server = server
+        self.port = int(server.server_address[1])
+        return self.port
+
+    def stop(self) -> None:
+        """Stop the endpoint."""
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("trimtab")
+    except Exception:
+        return "dev"

@@ -1,0 +1,367 @@
+"""The controller daemon against the simulator."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from controller.config import ConfigError, load_settings
+from controller.daemon import Daemon
+from controller.decisionlog import DecisionLog
+from tests.conftest import ROOT, SCENARIOS
+
+EXE = str(Path(sys.executable).parent / "trimtab")
+
+
+def settings(tmp: Path, **over):  # type: ignore[no-untyped-def]
+    base = {
+        "control": {"interval_s": 0.05, "window_samples": 5},
+        "substrate": {
+            "kind": "sim",
+            "scenario": str(SCENARIOS / "anticorrelated-diurnal.yaml"),
+            "ticks_per_round": 10,
+        },
+        "metrics": {"port": 0},
+        "decision_log": str(tmp / "decisions.sqlite"),
+        "state_dir": str(tmp / "state"),
+    }
+    for k, v in over.items():
+        base[k] = {**base.get(k, {}), **v} if isinstance(v, dict) else v
+    return load_settings(None, **base)
+
+
+def test_daemon_runs_rounds_and_logs_explained_decisions(tmp_path: Path) -> None:
+    d = Daemon(settings(tmp_path))
+    for _ in range(12):
+        d.tick()
+    rows = DecisionLog(tmp_path / "decisions.sqlite").last(50)
+    assert len(rows) == 12
+    assert all(r["reason"] for r in rows)
+    placed = [r for r in rows if r["kind"].startswith("place")]
+    assert placed, "correlation placement should act after the warm-up"
+    assert "expected_gain" in placed[0]["details"] and "before" in placed[0]["details"]
+    assert rows[-1]["observation"]["node_load"]
+    assert d.loop.plan.version >= 1
+
+
+def test_dry_run_applies_nothing(tmp_path: Path) -> None:
+    d = Daemon(settings(tmp_path, control={"dry_run": True}))
+    applied = []
+    real = d.substrate.apply
+    d.substrate.apply = lambda p: (applied.append(p), real(p))  # type: ignore[method-assign]
+    for _ in range(12):
+        d.tick()
+    rows = DecisionLog(tmp_path / "decisions.sqlite").last(50)
+    assert not applied
+    assert not any(r["applied"] for r in rows)
+    assert any(r["kind"].startswith("place") for r in rows)  # recommended, not applied
+    assert d.loop.plan.version == 0
+
+
+def test_restart_resumes_at_the_logged_plan_version(tmp_path: Path) -> None:
+    d = Daemon(settings(tmp_path))
+    for _ in range(12):
+        d.tick()
+    v = d.loop.plan.version
+    assert v >= 1
+    d.log.close()
+    again = Daemon(settings(tmp_path))
+    assert again.resumed_from == v
+    assert again.loop.plan.version == v
+    assert again.substrate.plan is not None and again.substrate.plan.version == v  # type: ignore[attr-defined]
+    again.tick()
+    assert again.loop.plan.version >= v
+
+
+def test_prometheus_endpoint_serves_metrics_on_loopback(tmp_path: Path) -> None:
+    d = Daemon(settings(tmp_path))
+    port = d.telemetry.serve("127.0.0.1", 0)
+    try:
+        for _ in range(3):
+            d.tick()
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        for name in (
+            "trimtab_control_tick_duration_seconds_bucket",
+            "trimtab_decisions_total",
+            "trimtab_node_load_cores",
+            "trimtab_node_load_variance",
+            "trimtab_shed_ratio",
+            "trimtab_migrations_total",
+            "trimtab_plan_version",
+            "trimtab_scheduler_jobs_missed_total",
+            "trimtab_failures_detected_total",
+        ):
+            assert name in body, name
+        sock = [s for s in d.telemetry.server.socket.getsockname()[:1]]
+        assert sock == ["127.0.0.1"]
+        other = [
+            a
+            for a in {
+                i[4][0] for i in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)
+            }
+            if not a.startswith("127.")
+        ]
+        for addr in other:  # not reachable on any other interface
+            with pytest.raises(OSError), socket.create_connection((addr, port), timeout=1):
+                pass
+    finally:
+        d.telemetry.stop()
+    with pytest.raises(ValueError, match="loopback"):
+        d.telemetry.serve("0.0.0.0", 0)
+
+
+@pytest.mark.parametrize(
+    ("doc", "expected"),
+    [
+        ({"control": {"interval_s": 0}}, "control.interval_s"),
+        ({"control": {"interval_s": "soon"}}, "control.interval_s"),
+        ({"control": {"bogus": 1}}, "control.bogus"),
+        ({"control": {"blackout_windows_utc": ["25:00-26:00"]}}, "control.blackout_windows_utc"),
+        ({"control": {"interval_s": 1, "misfire_grace_s": 5}}, "misfire_grace_s"),
+        ({"placement": {"max_moves": -1}}, "placement.max_moves"),
+        ({"shedding": {"method": "magic"}}, "shedding.method"),
+        ({"shedding": {"headroom": 1.5}}, "shedding.headroom"),
+        (
+            {"availability": {"heartbeat_timeout_s": 10, "failure_timeout_s": 5}},
+            "failure_timeout_s",
+        ),
+        ({"substrate": {"kind": "k8s"}}, "substrate.kind"),
+        ({"metrics": {"host": "0.0.0.0"}}, "metrics.host"),
+        ({"metrics": {"port": 70000}}, "metrics.port"),
+        ({"nonsense": True}, "nonsense"),
+    ],
+)
+def test_every_config_error_names_key_and_value(tmp_path: Path, doc: dict, expected: str) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError) as ei:
+        load_settings(f)
+    assert expected in str(ei.value)
+    r = subprocess.run(
+        [EXE, "run", "--config", str(f)], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert r.returncode == 2 and expected in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_environment_overrides_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text(yaml.safe_dump({"control": {"interval_s": 3}, "metrics": {"port": 1234}}))
+    monkeypatch.setenv("TRIMTAB_CONTROL__INTERVAL_S", "7")
+    s = load_settings(f)
+    assert s.control.interval_s == 7 and s.metrics.port == 1234
+    monkeypatch.setenv("TRIMTAB_METRICS__HOST", "10.1.2.3")
+    with pytest.raises(ConfigError, match="metrics.host"):
+        load_settings(f)
+    with pytest.raises(ConfigError, match="file not found"):
+        load_settings(tmp_path / "missing.yaml")
+
+
+def test_hysteresis_prevents_ping_pong(tmp_path: Path) -> None:
+    """Loads that oscillate around the pair threshold must not bounce operators back and forth."""
+    from controller.loop import ControlLoop
+    from controller.placements import Correlation
+    from controller.policy import ControlPolicy
+    from controller.replay import make_context
+    from core.cluster import NodeStatus
+    from core.observation import Observation
+    from core.scenario import load_scenario
+
+    sc = load_scenario(SCENARIOS / "anticorrelated-diurnal.yaml")
+    ctl = sc.controller.model_copy(
+        update={
+            "placement": sc.controller.placement.model_copy(
+                update={"cooldown_rounds": 1, "ineffective_hold_rounds": 5}
+            )
+        }
+    )
+    ctx = make_context(sc.model_copy(update={"controller": ctl}))
+    m, n = ctx.units.m, ctx.cluster.n
+    rng = np.random.default_rng(0)
+
+    class Flip:
+        """Each round the unit loads swap which half of the operators is heavy."""
+
+        def __init__(self) -> None:
+            self.r = 0
+
+        def observe(self) -> Observation:
+            self.r += 1
+            base = np.where((np.arange(m) % 2 == self.r % 2), 0.16, 0.04)[:, None] + rng.normal(
+                0, 0.002, (m, 5)
+            )
+            node = np.zeros((n, 5))
+            return Observation(
+                float(self.r), base, node, np.zeros((5, 5)), tuple([NodeStatus.UP] * n), np.zeros(n)
+            )
+
+        def apply(self, plan: object) -> None:
+            pass
+
+    method = Correlation("oneway", {})
+    method.global_done = True
+    loop = ControlLoop(Flip(), ControlPolicy(ctx, method), window_k=5)
+    loop.start()
+    moves_per_unit = np.zeros(m, dtype=int)
+    prev = loop.plan.placement.as_array()
+    for _ in range(30):
+        loop.tick()
+        cur = loop.plan.placement.as_array()
+        moves_per_unit += cur != prev
+        prev = cur
+    changes = sum(1 for r in loop.records if r.applied)
+    assert changes <= 15  # the cooldown alone halves the rounds that may act
+    assert moves_per_unit.max() <= 6  # no operator ping-pongs every round
+
+
+def test_daemon_process_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text(
+        yaml.safe_dump(
+            {
+                "control": {"interval_s": 0.2},
+                "substrate": {
+                    "kind": "sim",
+                    "scenario": str(SCENARIOS / "anticorrelated-diurnal.yaml"),
+                },
+                "metrics": {"port": 0},
+                "decision_log": str(tmp_path / "d.sqlite"),
+                "state_dir": str(tmp_path / "st"),
+            }
+        )
+    )
+    p = subprocess.Popen(
+        [EXE, "run", "--config", str(f)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            st = tmp_path / "st" / "status.json"
+            if (
+                st.exists()
+                and (json.loads(st.read_text()).get("last_round") or {}).get("round", 0) >= 3
+            ):
+                break
+            time.sleep(0.2)
+        status = subprocess.run(
+            [EXE, "status", "--state-dir", str(tmp_path / "st"), "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        s = json.loads(status.stdout)
+        assert (
+            s["running"]
+            and s["plan_version"] >= 0
+            and s["policies"]["placement"] == "correlation-oneway"
+        )
+        p.send_signal(signal.SIGTERM)
+        _out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGKILL)
+    assert p.returncode == 0, err
+    assert '"event": "stopped"' in err
+    dec = subprocess.run(
+        [EXE, "decisions", "--decision-log", str(tmp_path / "d.sqlite"), "--last", "3", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    rows = json.loads(dec.stdout)
+    assert len(rows) == 3 and all(r["reason"] for r in rows)
+
+
+def test_report_renders_from_a_small_run(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [
+            EXE,
+            "replay",
+            str(SCENARIOS / "failure-storm.yaml"),
+            "--ticks",
+            "200",
+            "--report",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stderr
+    for png in (
+        "heatmap.png",
+        "correlation_before.png",
+        "correlation_after.png",
+        "placement.png",
+        "shed.png",
+        "recovery.png",
+    ):
+        (tmp_path / "run" / png).unlink()
+    r = subprocess.run([EXE, "report", str(tmp_path / "run")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    for png in (
+        "heatmap.png",
+        "correlation_before.png",
+        "correlation_after.png",
+        "placement.png",
+        "shed.png",
+        "recovery.png",
+    ):
+        assert (tmp_path / "run" / png).stat().st_size > 1000
+    html = (tmp_path / "run" / "report.html").read_text()
+    assert html.count("data:image/png;base64") >= 6
+    bad = subprocess.run([EXE, "report", str(tmp_path / "nope")], capture_output=True, text=True)
+    assert bad.returncode == 2
+
+
+def test_plot_functions_return_figures() -> None:
+    import pandas as pd
+
+    from controller.report import plot_correlation, plot_heatmap, plot_placement, plot_recovery
+
+    df = pd.DataFrame(np.random.default_rng(0).random((20, 3)), columns=["a", "b", "c"])
+    assert len(plot_heatmap(df).axes) == 2  # the plot and its colour bar
+    assert plot_correlation(df).axes[0].get_title() == "Node load correlation"
+    assert len(plot_placement(df.round()).axes[0].collections) == 3
+    ev = pd.DataFrame({"time_s": [1.0], "kind": ["kill"], "node": ["b"]})
+    assert (
+        plot_recovery(ev, [{"kind": "recover", "time_s": 2.0}], ["a", "b", "c"]).axes[0].get_title()
+        == "Recovery timeline"
+    )
+
+
+def test_validate_checks_configs_scenarios_and_plans(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps(
+            {"version": 1, "placement": {"units": ["a"], "nodes": ["n0"], "assignment": [3]}}
+        )
+    )
+    r = subprocess.run(
+        [
+            EXE,
+            "validate",
+            str(ROOT / "examples/controller.yaml"),
+            str(SCENARIOS / "bursty-rod.yaml"),
+            str(plan),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2
+    assert "ok: " in r.stdout and "(config)" in r.stdout and "(scenario)" in r.stdout
+    assert "assignment" in r.stderr
