@@ -1,1 +1,1 @@
-"""ha package."""
+"""Availability: failure detection, upstream backup, passive and active standby, recovery."""
