@@ -202,6 +202,10 @@ def compare_cmd(
         str, typer.Option(help="comma-separated placement methods")
     ] = "llf,correlation-oneway",
     seeds: Annotated[int, typer.Option(min=1, help="runs per method, seeds scenario.seed ..")] = 1,
+    ha: Annotated[
+        str | None,
+        typer.Option(help="compare availability policies instead: upstream,passive,active,none"),
+    ] = None,
     json_out: Annotated[
         bool, typer.Option("--json", help="print a JSON list, one object per method")
     ] = False,
@@ -210,17 +214,23 @@ def compare_cmd(
 
     Example: trimtab compare scenarios/anticorrelated-diurnal.yaml --placement llf,correlation-oneway
     """
-    from controller.compare import compare
+    from controller.compare import HA_KEYS, compare, compare_ha
 
     sc = _load(scenario)
     try:
-        rows = compare(sc, _names(placement), seeds)
+        if ha is not None:
+            rows = compare_ha(sc, _names(ha), seeds)
+        else:
+            rows = compare(sc, _names(placement), seeds)
     except ValueError as e:
         _fail(str(e))
     if json_out:
         print(json.dumps(rows, default=float))
         return
-    Console().print(_table(rows, SUMMARY_KEYS, "placement"))
+    if ha is not None:
+        Console().print(_table(rows, (*HA_KEYS, "mean_latency", "throughput"), "ha"))
+    else:
+        Console().print(_table(rows, SUMMARY_KEYS, "placement"))
 
 
 @app.command("place")

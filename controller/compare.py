@@ -15,7 +15,38 @@ from core.workload import rates
 from placement import baselines, correlation
 from placement.feasible import feasible_set_ratio, min_plane_distance
 
-__all__ = ["compare", "place"]
+__all__ = ["compare", "compare_ha", "place"]
+
+HA_KEYS = (
+    "runtime_overhead",
+    "recovery_time_mean",
+    "recovery_time_max",
+    "lost_tuples",
+    "duplicate_tuples",
+    "guarantee",
+)
+
+
+def compare_ha(
+    scenario: Scenario, policies: list[str], seeds: int = 1, placement: str | None = None
+) -> list[dict[str, Any]]:
+    """The same faults under each availability policy, side by side."""
+    out = []
+    for pol in policies:
+        if pol not in ("none", "upstream", "passive", "active"):
+            raise ValueError(f"ha: unknown policy {pol!r} (known: none, upstream, passive, active)")
+        ctl = scenario.controller
+        sc = scenario.model_copy(
+            update={
+                "controller": ctl.model_copy(
+                    update={"ha": ctl.ha.model_copy(update={"policy": pol})}
+                )
+            }
+        )
+        row = compare(sc, [placement or ctl.placement.method], seeds)[0]
+        row["ha"] = pol
+        out.append(row)
+    return out
 
 
 def compare(scenario: Scenario, placements: list[str], seeds: int = 1) -> list[dict[str, Any]]:

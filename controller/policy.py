@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from core import loadstats
 from core.cluster import Cluster, NodeStatus
 from core.observation import Observation
-from core.plans import Placement, Plan
+from core.plans import HAPlan, Placement, Plan
 from core.scenario import ControllerSpec
 from core.topology import QueryNetwork, Units
 from placement.baselines import llf
@@ -170,7 +170,13 @@ class ControlPolicy:
         """The first plan, from the load model."""
         a = self.initial.initial(self.ctx, None)
         pl = Placement.from_array(self.ctx.units.ids, self.ctx.cluster.ids, a)
-        return Plan(version=0, placement=pl, reason=f"initial placement by {self.initial.name}")
+        ha = HAPlan(
+            policy=self.ctx.settings.ha.policy,
+            checkpoint_interval=self.ctx.settings.ha.checkpoint_interval,
+        )
+        return Plan(
+            version=0, placement=pl, ha=ha, reason=f"initial placement by {self.initial.name}"
+        )
 
     def decide(self, unit_x: Array, node_x: Array, plan: Plan, obs: Observation) -> Decision:
         """One control round: placement (with failure evacuation), then shedding on its result."""
@@ -229,6 +235,20 @@ class ControlPolicy:
         cap = self.ctx.cluster.capacities()
         load = loadstats.means(unit_x) if unit_x.shape[1] else self.ctx.expected_unit_load()
         before = _node_stats(unit_x, assign, cap.size)
+        if (
+            obs.assignment is not None
+            and obs.assignment.shape == assign.shape
+            and np.any(obs.assignment != assign)
+        ):
+            moved = int(np.count_nonzero(obs.assignment != assign))
+            self.last_change_round = self.rounds
+            return self._emit(
+                plan,
+                obs.assignment.astype(np.int64),
+                "recover",
+                f"adopted the substrate's failover of {moved} units ({self.ctx.settings.ha.policy})",
+                {"moved": 0, "failed_over": moved, **before},
+            )
         evac, n_evac = evacuate(assign, alive, load, cap)
         if n_evac:
             self.last_change_round = self.rounds

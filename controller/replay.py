@@ -104,6 +104,7 @@ def replay_sim(
             progress(sim.t, total)
     res = sim.result()
     summary = summarize(res, scenario.controller.window_k)
+    summary.update(sim.ha.summary())
     summary.update(
         scenario=scenario.name,
         substrate="sim",

@@ -32,6 +32,8 @@ class Observation:
     backlog_s : ``(n,)`` queued work per node in seconds of that node's capacity
     latency_s : mean end-to-end latency over the samples
     plan_version : the plan version the substrate is applying
+    assignment : the unit -> node assignment in effect (a substrate that fails over by itself
+        reports it so the controller adopts it instead of moving units again)
     key_counts : ``(keys, 2)`` rows per key in the latest sample (key, count), for hot-key
         routing; empty when the substrate does not see keys
     """
@@ -46,6 +48,9 @@ class Observation:
     plan_version: int = 0
     counters: dict[str, float] = field(default_factory=dict)
     key_counts: NDArray[np.int64] = field(default_factory=lambda: np.zeros((0, 2), dtype=np.int64))
+    assignment: NDArray[np.int64] | None = (
+        None  # the placement in effect, if the substrate changed it
+    )
 
     @property
     def samples(self) -> int:

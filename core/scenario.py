@@ -270,6 +270,15 @@ class SimulatorSettings(BaseModel):
     model_config = _STRICT
     migration_base_s: float = Field(0.5, ge=0)
     migration_s_per_mb: float = Field(0.05, ge=0)
+    detection_s: float = Field(
+        3.0, ge=0, description="heartbeat timeout before a failure is acted on"
+    )
+    checkpoint_s_per_mb: float = Field(
+        0.02, ge=0, description="CPU seconds to checkpoint one MB of state"
+    )
+    restore_s_per_mb: float = Field(
+        0.01, ge=0, description="CPU seconds to restore one MB of state"
+    )
 
 
 class Scenario(BaseModel):

@@ -392,6 +392,9 @@ def main() -> None:
     ops = []
     for k in range(3):
         ops += chain(f"s{k}", f"f{k}_", [150.0, 200.0, 120.0, 180.0])
+        ops[-1].update(
+            kind="aggregate", window={"size_s": 30, "slide_s": 5}, state_bytes_per_key_group=20e6
+        )
     write(
         "failure-storm",
         {

@@ -26,6 +26,7 @@ from core.plans import Plan
 from core.scenario import FaultSpec, Scenario
 from core.topology import QueryNetwork, Units
 from core.workload import key_epochs, key_group_shares, rates
+from simulator.ha_model import HAModel
 
 __all__ = ["SimResult", "Simulator"]
 
@@ -73,6 +74,7 @@ class Simulator:
         self.t = 0
         self.B = np.zeros((self.n, self.d))
         self.overhead = np.zeros(self.n)  # queued non-tuple work (migrations), CPU-seconds
+        self.recovery_q = np.zeros(self.n)  # replay and restore work after a failover, CPU-seconds
         self.status = [NodeStatus.UP] * self.n
         self.slow = np.ones(self.n)
         self._until: dict[int, tuple[int, str]] = {}
@@ -86,6 +88,9 @@ class Simulator:
         self._fault_i = 0
         self._rebuild_coefficients()
         self._alloc_records()
+        ha = scenario.controller.ha
+        self.ha = HAModel(self, ha.policy, ha.checkpoint_interval)
+        self.failover_moves = 0
         self._last_obs = 0
         self.plans: list[tuple[float, int, str]] = []
         self.keep_log: list[tuple[float, Array]] = []
@@ -155,6 +160,7 @@ class Simulator:
             else:
                 arc[loc] = min(1.0, max(0.0, x))
         self.input_keep, self.arc_keep = keep, arc
+        self.ha.set_policy(plan.ha.policy, plan.ha.checkpoint_interval)
         self.keep_log.append((self.t * self.tick_s, keep.copy()))
         self.placement_log.append(
             (self.t * self.tick_s, np.bincount(self.assign, minlength=self.n))
@@ -201,7 +207,15 @@ class Simulator:
             unit_load=self.rec_unit_load[a:b].T.copy(),
             node_load=self.rec_node_load[a:b].T.copy(),
             input_rates=(self.arrivals[a:b] / self.tick_s).T.copy(),
-            node_status=tuple(self.status),
+            node_status=tuple(
+                NodeStatus.SUSPECTED
+                if s is not NodeStatus.UP
+                and not self.ha.detected(i)
+                and s is not NodeStatus.SUSPECTED
+                else s
+                for i, s in enumerate(self.status)
+            ),
+            assignment=self.assign.copy(),
             backlog_s=self._backlog_work() / self.capacity,
             latency_s=lat,
             plan_version=self.plan_version,
@@ -227,8 +241,8 @@ class Simulator:
         self.events.append((self.t * self.tick_s, f.kind, f.node))
         dur = None if f.duration_s is None else self.t + max(1, round(f.duration_s / self.tick_s))
         if f.kind in ("kill", "lose"):
-            self._lose_backlog(i)
             self.status[i] = NodeStatus.LOST if f.kind == "lose" else NodeStatus.DOWN
+            self.ha.on_kill(i)
             if f.kind == "kill":
                 self._until[i] = (dur or self.t + round(30 / self.tick_s), "down")
         elif f.kind == "partition":
@@ -253,7 +267,9 @@ class Simulator:
 
     # ------------------------------------------------------------------- tick
     def _backlog_work(self) -> Array:
-        return np.asarray((self.ncoeff * self.B).sum(axis=1) + self.overhead, dtype=float)
+        return np.asarray(
+            (self.ncoeff * self.B).sum(axis=1) + self.overhead + self.recovery_q, dtype=float
+        )
 
     def step(self, ticks: int = 1) -> None:
         """Advance ``ticks`` ticks (stops at the end of the scenario)."""
@@ -265,6 +281,7 @@ class Simulator:
         t = self.t
         self._lost_now = np.zeros(self.d)
         self._fire_faults()
+        self.ha.step()
         if (
             self._epoch + 1 < self._epoch_starts_tick.size
             and t >= self._epoch_starts_tick[self._epoch + 1]
@@ -276,13 +293,16 @@ class Simulator:
         up = np.array([s in (NodeStatus.UP, NodeStatus.SUSPECTED) for s in self.status])
         cap = self.capacity * self.tick_s / self.slow * up
         owed = (self.B + adm[None, :]) * self.involved
-        demand = (self.ncoeff * owed).sum(axis=1) + self.overhead
+        self.overhead += self.ha.overhead((self.ucoeff @ adm) / self.tick_s)
+        demand = (self.ncoeff * owed).sum(axis=1) + self.overhead + self.recovery_q
         frac = np.ones(self.n)
         np.divide(cap, demand, out=frac, where=demand > cap)
         frac = np.minimum(frac, 1.0)
         queued_before = self._queued()
         self.B = owed * (1.0 - frac)[:, None]
         self.overhead *= 1.0 - frac
+        self.recovery_q *= 1.0 - frac
+        self.recovery_q[self.recovery_q < 1e-9] = 0.0
         queued = self._queued()
         completed = np.maximum(queued_before + adm - queued - self._lost_now, 0.0)
         # unit and node offered load in cores
@@ -308,6 +328,36 @@ class Simulator:
         self.rec["lost"][t] = self._lost_now
         self.rec_wout[t] = float(completed @ self.wout)
         self.t += 1
+
+    # ------------------------------------------------------------ HA hooks
+    def up_mask(self) -> NDArray[np.bool_]:
+        """Nodes able to host units now."""
+        return np.array([s in (NodeStatus.UP, NodeStatus.SUSPECTED) for s in self.status])
+
+    def last_unit_load(self) -> Array:
+        """Unit loads (cores) of the previous tick."""
+        return np.asarray(self.rec_unit_load[max(self.t - 1, 0)], dtype=float)
+
+    def lose_in_flight(self, i: int) -> float:
+        """Amnesia: what queued on the dead node during detection is lost."""
+        before = float(self._lost_now.sum())
+        self._lose_backlog(i)
+        return float(self._lost_now.sum()) - before
+
+    def failover(
+        self, units: NDArray[np.int64], hosts: NDArray[np.int64], keep_backlog: bool
+    ) -> None:
+        """Move ``units`` to ``hosts`` outside the controller (a standby or survivor takes over)."""
+        if units.size == 0:
+            return
+        new = self.assign.copy()
+        new[units] = hosts
+        before = self.migrations
+        self._migrate(new)
+        self.failover_moves += self.migrations - before
+        self.migrations = before
+        self.assign = new
+        self._rebuild_coefficients()
 
     def _downtime_left(self) -> Array:
         left = np.zeros(self.n)
@@ -340,6 +390,8 @@ class Simulator:
             "lost": float(self.rec["lost"][:t].sum()),
             "weighted_out": float(self.rec_wout[:t].sum()),
             "migrations": float(self.migrations),
+            "failover_moves": float(self.failover_moves),
+            "lost_in_failover": float(self.ha.lost),
             "state_bytes_moved": self.state_bytes_moved,
         }
 
