@@ -298,13 +298,14 @@ class Simulator:
         frac = np.ones(self.n)
         np.divide(cap, demand, out=frac, where=demand > cap)
         frac = np.minimum(frac, 1.0)
-        queued_before = self._queued()
+        # what was in the system at the end of the previous tick (faults this tick are in lost)
+        queued_before = self.rec["queued"][t - 1] if t else np.zeros(self.d)
         self.B = owed * (1.0 - frac)[:, None]
         self.overhead *= 1.0 - frac
         self.recovery_q *= 1.0 - frac
         self.recovery_q[self.recovery_q < 1e-9] = 0.0
         queued = self._queued()
-        completed = np.maximum(queued_before + adm - queued - self._lost_now, 0.0)
+        completed = queued_before + adm - queued - self._lost_now
         # unit and node offered load in cores
         uload = (self.ucoeff @ adm) / self.tick_s
         self.rec_unit_load[t] = uload
