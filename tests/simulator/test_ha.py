@@ -1,0 +1,89 @@
+"""Availability policies in the simulator, on the failure-storm scenario."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from controller.compare import compare_ha
+from core.scenario import load_scenario
+from tests.conftest import ROOT, SCENARIOS
+
+
+@pytest.fixture(scope="module")
+def rows() -> dict[str, dict]:
+    sc = load_scenario(SCENARIOS / "failure-storm.yaml")
+    return {r["ha"]: r for r in compare_ha(sc, ["none", "upstream", "passive", "active"])}
+
+
+def test_overhead_and_recovery_follow_hwang_et_al(rows: dict[str, dict]) -> None:
+    o = {k: rows[k]["runtime_overhead"] for k in rows}
+    r = {k: rows[k]["recovery_time_mean"] for k in rows}
+    assert o["none"] == 0.0 < o["upstream"] < o["passive"] < o["active"]
+    assert r["active"] < r["passive"] < r["upstream"]
+    assert (
+        r["active"] <= load_scenario(SCENARIOS / "failure-storm.yaml").simulator.detection_s + 1.0
+    )
+
+
+def test_guarantees_and_losses(rows: dict[str, dict]) -> None:
+    assert rows["none"]["guarantee"] == "gap" and rows["none"]["lost_tuples"] > 0
+    for p in ("upstream", "passive", "active"):
+        assert rows[p]["guarantee"] == "precise"
+        assert rows[p]["lost_tuples"] == 0 and rows[p]["duplicate_tuples"] == 0
+        assert rows[p]["recoveries_unfinished"] == 0
+
+
+def test_conservation_under_every_policy() -> None:
+    from controller.replay import replay_sim
+
+    sc = load_scenario(SCENARIOS / "failure-storm.yaml")
+    for pol in ("none", "upstream", "passive", "active"):
+        ctl = sc.controller.model_copy(
+            update={"ha": sc.controller.ha.model_copy(update={"policy": pol})}
+        )
+
+        res = replay_sim(sc.model_copy(update={"controller": ctl}))
+        t = res.series.totals
+        assert t["in"] == pytest.approx(t["out"] + t["dropped"] + t["queued"] + t["lost"], rel=1e-9)
+
+
+def test_compare_ha_cli_json() -> None:
+    exe = str(Path(sys.executable).parent / "trimtab")
+    r = subprocess.run(
+        [
+            exe,
+            "compare",
+            str(SCENARIOS / "failure-storm.yaml"),
+            "--ha",
+            "upstream,passive,active,none",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
+    out = json.loads(r.stdout)
+    assert [x["ha"] for x in out] == ["upstream", "passive", "active", "none"]
+    for x in out:
+        for k in (
+            "runtime_overhead",
+            "recovery_time_mean",
+            "recovery_time_max",
+            "lost_tuples",
+            "duplicate_tuples",
+            "guarantee",
+        ):
+            assert k in x
+    bad = subprocess.run(
+        [exe, "compare", str(SCENARIOS / "failure-storm.yaml"), "--ha", "magic"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert bad.returncode == 2 and "magic" in bad.stderr
