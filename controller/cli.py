@@ -390,6 +390,114 @@ def partition_cmd(
     Console().print(_table(rows, PARTITION_KEYS, "partitioner"))
 
 
+pipeline_app = typer.Typer(
+    help="Run a pipeline driver outside a replay (primary or warm standby).", no_args_is_help=True
+)
+app.add_typer(pipeline_app, name="pipeline")
+
+
+@pipeline_app.command("run")
+def pipeline_run(
+    scenario: Annotated[Path, typer.Argument(help="scenario file (YAML)")],
+    workdir: Annotated[Path, typer.Option(help="working directory with the input log and plans")],
+    role: Annotated[str, typer.Option(help="primary or standby (waits for the lease)")] = "primary",
+    master: Annotated[str, typer.Option(help="Spark master")] = "local[2]",
+    partitions: Annotated[int, typer.Option(min=1)] = 2,
+    lease_ttl_s: Annotated[
+        float, typer.Option(min=0.5, help="lease time to live: the standby takes over after it")
+    ] = 3.0,
+    snapshot_every: Annotated[int, typer.Option(min=1, help="state snapshot every k batches")] = 2,
+    kill_after_output: Annotated[
+        int | None, typer.Option(help="fault injection: die after writing this batch's output")
+    ] = None,
+    result: Annotated[Path | None, typer.Option(help="write a JSON result here")] = None,
+) -> None:
+    """A pipeline driver with a lease: the primary runs; a warm standby takes over when it dies.
+
+    Example: trimtab pipeline run scenarios/seed-groupby-window.yaml --workdir w --role standby
+    """
+    from spark_adapter.standby import run_driver
+
+    try:
+        out = run_driver(
+            workdir,
+            str(scenario),
+            role,
+            master,
+            partitions,
+            lease_ttl_s,
+            snapshot_every,
+            kill_after_output,
+            result,
+        )
+    except (ValueError, RuntimeError) as e:
+        _fail(str(e), 1)
+    print(json.dumps({k: out[k] for k in ("role", "epoch", "restored_through", "committed")}))
+
+
+@app.command("inject")
+def inject_cmd(
+    fault: Annotated[
+        str, typer.Argument(help="kill-executor, lose-executor, stop-executor or kill-driver")
+    ],
+    target: Annotated[str | None, typer.Argument(help="executor id (not for kill-driver)")] = None,
+    workdir: Annotated[
+        Path, typer.Option(help="the running replay's working directory (app.json)")
+    ] = Path("."),
+    seconds: Annotated[
+        float, typer.Option(min=0.1, help="stop-executor: how long to stop it")
+    ] = 10.0,
+) -> None:
+    """Inject a fault into a running replay (its workdir/app.json names the application).
+
+    Example: trimtab inject kill-executor 1 --workdir /tmp/run
+    """
+    import signal as _signal
+
+    from spark_adapter.faults import kill_executor, stop_executor
+
+    f = workdir / "app.json"
+    if not f.exists():
+        _fail(f"--workdir: no app.json in {workdir} (is a replay running there?)")
+    app_info = json.loads(f.read_text())
+    try:
+        if fault == "kill-driver":
+            os.kill(int(app_info["driver_pid"]), _signal.SIGKILL)
+            print(json.dumps({"killed_driver": app_info["driver_pid"]}))
+        elif fault in ("kill-executor", "stop-executor", "lose-executor"):
+            if target is None:
+                _fail(f"{fault}: an executor id is needed")
+            if fault == "kill-executor":
+                print(
+                    json.dumps(
+                        {
+                            "killed_executor": target,
+                            "pid": kill_executor(app_info["app_id"], str(target)),
+                        }
+                    )
+                )
+            elif fault == "stop-executor":
+                print(
+                    json.dumps(
+                        {
+                            "stopped_executor": target,
+                            "pid": stop_executor(app_info["app_id"], str(target), seconds),
+                        }
+                    )
+                )
+            else:
+                (workdir / "inject-lose").write_text(
+                    str(target)
+                )  # the driver polls this and calls killExecutor
+                print(json.dumps({"lose_requested": target}))
+        else:
+            _fail(
+                f"fault: {fault!r} is not kill-executor, lose-executor, stop-executor or kill-driver"
+            )
+    except (KeyError, ProcessLookupError) as e:
+        _fail(str(e), 1)
+
+
 @app.command("cluster")
 def cluster_cmd(
     action: Annotated[str, typer.Argument(help="up, down or status")],

@@ -35,6 +35,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from core.plans import Plan
+from ha.upstream_backup import UpstreamBackup
 from shedding.drops import drop_seed
 from spark_adapter.actuator import PlanLog, PlanStore
 from spark_adapter.batchstats import BatchStats, write_batch_stats
@@ -85,10 +86,18 @@ class SparkPipeline:
         self.metrics_dir.mkdir(parents=True, exist_ok=True)
         self.truncate_every = truncate_every
         self.on_batch = on_batch
+        self.fault_hook: Callable[[int, str], None] | None = None
+        self.fence: Callable[[], bool] | None = None  # True while this driver may commit
+        self.snapshot_every = 0  # passive standby: a Parquet state snapshot every k batches
+        self.retention = "none"  # input-log trimming: "none" (keep all), "upstream" or "passive"
+        self.backup = UpstreamBackup()
+        self.trim_log: list[
+            tuple[int, int, int]
+        ] = []  # (batch, trimmed below segment, replay from)
         self.stats: dict[int, BatchStats] = {}
         self.states: dict[int, DataFrame] = {}  # state after batch b (cached), for replays of b + 1
         self.max_ts = -math.inf
-        self._segs: list[tuple[int, int, float]] = []
+        self._segs: list[tuple[int, int, float, int]] = []  # first id, last id, last ts, segment
         spark.sparkContext.setCheckpointDir(str(self.dir / "rdd-checkpoints"))
         self._empty = spark.createDataFrame([], ROW_DDL)
 
@@ -187,10 +196,16 @@ class SparkPipeline:
         )
 
     # -------------------------------------------------------------------- batch
-    def process(self, df: DataFrame, batch_id: int) -> BatchStats:
-        """The foreachBatch function (also called directly by tests and replays)."""
+    def process(self, df: DataFrame, batch_id: int, refold: bool = False) -> BatchStats:
+        """The foreachBatch function (also called directly by tests and replays).
+
+        ``refold`` rebuilds the state of an already committed batch (after a driver restart)
+        without writing output or committing again.
+        """
         t0 = time.perf_counter()
         plan, pin = self.log.resolve(batch_id, self.plans, self.max_ts)
+        if self.fault_hook is not None and not refold:
+            self.fault_hook(batch_id, "start")
         prev = self.states.get(
             batch_id - 1, self._empty if batch_id == 0 or not self.states else None
         )
@@ -227,9 +242,17 @@ class SparkPipeline:
         )
         state = res.where(F.col("tag") == "S").persist(StorageLevel.MEMORY_AND_DISK)
         state_rows = state.count()
-        if self.truncate_every and (batch_id + 1) % self.truncate_every == 0:
+        checkpointed = bool(self.truncate_every and (batch_id + 1) % self.truncate_every == 0)
+        if checkpointed:
             state = state.checkpoint(eager=True)  # reliable: cuts lineage, survives executor loss
-        rows_out = self._write_output(res.where(F.col("tag") == "O"), batch_id)
+        if refold:
+            rows_out = 0
+        else:
+            self._check_fence(batch_id)
+            rows_out = self._write_output(res.where(F.col("tag") == "O"), batch_id)
+            if self.fault_hook is not None:
+                self.fault_hook(batch_id, "output_written")
+            self._check_fence(batch_id)
         stats = res.where(F.col("tag").isin("T", "K", "H")).toPandas()
         res.unpersist()
         old = self.states.pop(batch_id - 2, None)
@@ -245,22 +268,124 @@ class SparkPipeline:
             state_rows,
             rows_out,
         )
-        self.log.commit(
-            batch_id,
-            rows_out,
-            {
-                "event_range": st.event_range,
-                "plan_version": plan.version,
-                "keep": {s: plan.shed.keep_of(s) for s in q.sides},
-            },
-        )
+        if not refold:
+            self.log.commit(
+                batch_id,
+                rows_out,
+                {
+                    "event_range": st.event_range,
+                    "plan_version": plan.version,
+                    "keep": {s: plan.shed.keep_of(s) for s in q.sides},
+                },
+            )
+            if self.snapshot_every and (batch_id + 1) % self.snapshot_every == 0:
+                self.snapshot(batch_id, state)
+            self._retain(batch_id, st.event_range, checkpointed)
         if st.max_ts > self.max_ts:
             self.max_ts = st.max_ts
+        if refold:
+            return st
         self.stats[batch_id] = st  # a replayed batch replaces its first attempt: no double counting
         write_batch_stats(st, self.metrics_dir)
         if self.on_batch is not None:
             self.on_batch(st)
         return st
+
+    # ------------------------------------------------------------ availability
+    def _check_fence(self, batch_id: int) -> None:
+        """A driver that lost its lease must not write or commit (fencing)."""
+        if self.fence is not None and not self.fence():
+            raise RuntimeError(
+                f"fenced: this driver no longer holds the lease; batch {batch_id} not committed"
+            )
+
+    def segments_of(self, event_range: tuple[int, int]) -> list[int]:
+        """Input segments holding the event-id range of a batch."""
+        if event_range[0] < 0:
+            return []
+        if not self._segs:
+            self._index_ts()
+        return [
+            seg
+            for first, last, _, seg in self._segs
+            if last >= event_range[0] and first <= event_range[1]
+        ]
+
+    def _retain(self, batch_id: int, event_range: tuple[int, int], checkpointed: bool) -> None:
+        """Upstream backup: trim the input log only below what a recovery could need."""
+        segs = self.segments_of(event_range)
+        if not segs:
+            return
+        for sg in segs:
+            if not self.backup.retained or sg > self.backup.retained[-1]:
+                self.backup.append(sg)
+        # the live state's lineage reaches back to the last durable state checkpoint
+        durable = checkpointed if self.retention == "upstream" else False
+        if durable:
+            self.backup.checkpoint(segs[-1], segs[-1] + 1)
+        first_dep = (
+            self.backup.ckpt_depends_from
+            if self.backup.checkpointed >= 0
+            else self.backup.trimmed_below
+        )
+        self.backup.ack(segs[-1], first_dep)
+        if self.retention != "none":
+            tp = self.backup.trim_point()
+            gone = self.backup.trim()
+            if gone:
+                self.input.trim(tp)
+            self.trim_log.append((batch_id, self.backup.trimmed_below, self.backup.replay_from()))
+
+    def snapshot(self, batch_id: int, state: DataFrame) -> str:
+        """Passive standby: write the state after ``batch_id`` as Parquet and record it."""
+        path = self.dir / "state" / f"batch={batch_id}"
+        state.write.mode("overwrite").parquet(str(path))
+        self.log.record_snapshot(batch_id, str(path))
+        segs = self.segments_of(self.stats[batch_id].event_range) if batch_id in self.stats else []
+        if self.retention == "passive" and segs:
+            self.backup.checkpoint(segs[-1], segs[-1] + 1)
+        return str(path)
+
+    def restore(self) -> int:
+        """A new driver: load the newest snapshot and refold the committed batches after it.
+
+        Returns the last committed batch id (-1 when nothing was committed).
+        """
+        self._index_ts()
+        committed = self.log.committed()
+        if not committed:
+            return -1
+        last = committed[-1]
+        snap = self.log.latest_snapshot(at_most=last)
+        start = -1
+        if snap is not None:
+            start, path = snap
+            self.states[start] = (
+                self.spark.read.schema(ROW_DDL).parquet(path).persist(StorageLevel.MEMORY_AND_DISK)
+            )
+        import json as _json
+
+        rows = {
+            b: _json.loads(i or "{}")
+            for b, i in self.log._db.execute("SELECT batch_id, info FROM commits")
+        }
+        for b in range(start + 1, last + 1):
+            er = tuple(rows.get(b, {}).get("event_range", (-1, -1)))
+            segs = self.segments_of((int(er[0]), int(er[1])))
+            df = (
+                self.spark.read.schema(INPUT_SCHEMA_DDL).parquet(
+                    *[str(self.input.path(i)) for i in segs]
+                )
+                if segs
+                else self.spark.createDataFrame([], INPUT_SCHEMA_DDL)
+            )
+            self.process(df, b, refold=True)
+        for b in range(last + 1):
+            er = tuple(rows.get(b, {}).get("event_range", (-1, -1)))
+            if er[0] >= 0:
+                _, mx = self._segment_span(int(er[0]), int(er[1]))
+                self.max_ts = max(self.max_ts, mx)
+        return last
 
     def _write_output(self, partials: DataFrame, batch_id: int) -> int:
         q = self.q
@@ -364,13 +489,24 @@ class SparkPipeline:
         return len(self.stats)
 
     def _index_ts(self) -> None:
-        """Each segment's (first event id, last event id, last event time), for batch spans."""
-        segs = []
+        """Each segment's (first event id, last event id, last event time, index), for spans.
+
+        Segments already indexed keep their entry even after they are trimmed from disk.
+        """
+        known = {sg[3] for sg in self._segs}
+        segs = list(self._segs)
         for i in self.input.segments():
+            if i in known:
+                continue
             tbl = pd.read_parquet(self.input.path(i), columns=["event_id", "ts"])
             if len(tbl):
                 segs.append(
-                    (int(tbl["event_id"].min()), int(tbl["event_id"].max()), float(tbl["ts"].max()))
+                    (
+                        int(tbl["event_id"].min()),
+                        int(tbl["event_id"].max()),
+                        float(tbl["ts"].max()),
+                        i,
+                    )
                 )
         self._segs = sorted(segs)
 
@@ -406,11 +542,12 @@ class SparkPipeline:
             ["key", "window_start"], ignore_index=True
         )
 
-    def reference(self) -> tuple[pd.DataFrame, int]:
-        """Expected output from the input log with each batch's pinned drops, and the drop count."""
+    def reference(self, events: pd.DataFrame | None = None) -> tuple[pd.DataFrame, int]:
+        """Expected output from the input (default: the input log) with each batch's pinned
+        drops, and the drop count."""
         from shedding.drops import keep_mask
 
-        events = self.input.read()
+        events = self.input.read() if events is None else events
         keep = np.ones(len(events), dtype=bool)
         ids = events["event_id"].to_numpy()
         for b, st in self.stats.items():

@@ -9,6 +9,7 @@ Every Spark listener binds to 127.0.0.1: ``SPARK_LOCAL_IP`` is set before the JV
 from __future__ import annotations
 
 import os
+import re
 import sys
 from typing import TYPE_CHECKING
 
@@ -47,7 +48,12 @@ def make_session(
         .config("spark.executorEnv.PYSPARK_PYTHON", os.environ["PYSPARK_PYTHON"])
         .config("spark.executorEnv.SPARK_LOCAL_IP", LOOPBACK)
     )
-    for key, value in {**TEST_CONF, **(conf or {})}.items():
+    extra: dict[str, str] = {}
+    m = re.match(r"local-cluster\[(\d+),\s*(\d+),\s*(\d+)\]", master)
+    if m and "spark.executor.memory" not in (conf or {}):
+        # an executor must fit its worker: leave a quarter of the worker's memory spare
+        extra["spark.executor.memory"] = f"{int(m.group(3)) * 3 // 4}m"
+    for key, value in {**TEST_CONF, **extra, **(conf or {})}.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

@@ -1,0 +1,127 @@
+"""Fault injection against a running Spark application, and executor failure detection.
+
+Executors are found by pid: a ``CoarseGrainedExecutorBackend`` process whose command line has
+``--executor-id <id>`` (with the trailing space, so 1 does not match 10) and the application
+id. Nothing is found or killed by name.
+
+* ``kill_executor``: ``SIGKILL`` (crashed, the cluster manager starts a replacement);
+* ``lose_executor``: ``killExecutor`` through the SparkContext (gone for good: it lowers the
+  target executor count, so no replacement comes);
+* ``stop_executor``: ``SIGSTOP`` for some seconds, then ``SIGCONT`` (a straggler or GC pause).
+
+``ExecutorMonitor`` feeds the pure ``ha.detector.FailureDetector`` from REST polls: an
+executor that is listed active and has made progress (or has nothing to do) heartbeats. One
+that stays silent past the failure timeout is declared failed and fenced with ``killExecutor``
+so its tasks are rescheduled at once, long before Spark's own network timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+import psutil
+
+from core.cluster import NodeStatus
+from ha.detector import FailureDetector, Transition
+from spark_adapter.metrics import RestPoller
+
+__all__ = ["ExecutorMonitor", "executor_pids", "kill_executor", "lose_executor", "stop_executor"]
+
+
+def executor_pids(app_id: str) -> dict[str, int]:
+    """Executor id -> pid for the executors of ``app_id`` on this machine."""
+    out: dict[str, int] = {}
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        cmd = " ".join(p.info.get("cmdline") or [])
+        if "CoarseGrainedExecutorBackend" not in cmd or app_id not in cmd:
+            continue
+        parts = (cmd + " ").split("--executor-id ")
+        if len(parts) > 1:
+            out[parts[1].split(" ")[0]] = int(p.info["pid"])
+    return out
+
+
+def _pid(app_id: str, executor_id: str) -> int:
+    pids = executor_pids(app_id)
+    if executor_id not in pids:
+        raise KeyError(
+            f"executor: no executor {executor_id!r} of {app_id} on this machine (have {sorted(pids)})"
+        )
+    return pids[executor_id]
+
+
+def kill_executor(app_id: str, executor_id: str) -> int:
+    """``kill -9`` one executor; returns its pid."""
+    pid = _pid(app_id, executor_id)
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def lose_executor(spark: Any, executor_id: str) -> bool:
+    """Remove an executor for good (no replacement)."""
+    return bool(spark.sparkContext._jsc.sc().killExecutor(executor_id))
+
+
+def stop_executor(app_id: str, executor_id: str, seconds: float) -> int:
+    """``SIGSTOP`` an executor, ``SIGCONT`` it after ``seconds`` (in a timer thread)."""
+    pid = _pid(app_id, executor_id)
+    os.kill(pid, signal.SIGSTOP)
+
+    def resume() -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+    t = threading.Timer(seconds, resume)
+    t.daemon = True
+    t.start()
+    return pid
+
+
+class ExecutorMonitor:
+    """REST-fed failure detection for executors, with fencing of failed ones."""
+
+    def __init__(
+        self, spark: Any, suspect_s: float = 2.0, fail_s: float = 4.0, fence: bool = True
+    ) -> None:
+        self.spark = spark
+        self.rest = RestPoller(spark.sparkContext.uiWebUrl, spark.sparkContext.applicationId)
+        self.fence = fence
+        self.detector: FailureDetector | None = None
+        self.progress: dict[str, tuple[float, int]] = {}
+        self.transitions: list[Transition] = []
+        self.fenced: list[str] = []
+        self.suspect_s, self.fail_s = suspect_s, fail_s
+
+    def poll(self, now: float | None = None) -> list[Transition]:
+        """One REST poll: heartbeats for live, progressing executors; fence the failed."""
+        now = time.monotonic() if now is None else now
+        raw = [e for e in self.rest._get("/allexecutors") if e["id"] != "driver"]
+        if self.detector is None:
+            self.detector = FailureDetector(
+                [e["id"] for e in raw], self.suspect_s, self.fail_s, now
+            )
+        for e in raw:
+            eid = e["id"]
+            if eid not in self.detector.last:  # a replacement executor joined
+                self.detector.last[eid] = now
+                self.detector.status[eid] = NodeStatus.UP
+                self.detector.epoch[eid] = 0
+            mark = (e.get("totalDuration", 0), e.get("completedTasks", 0))
+            idle = e.get("activeTasks", 0) == 0
+            moved = self.progress.get(eid) != mark
+            self.progress[eid] = mark
+            if e.get("isActive", True) and (moved or idle):
+                self.detector.heartbeat(eid, now)
+        tr = self.detector.check(now)
+        for t in tr:
+            if t.new is NodeStatus.DOWN and self.fence and t.node not in self.fenced:
+                with contextlib.suppress(Exception):
+                    lose_executor(self.spark, t.node)
+                self.fenced.append(t.node)
+        self.transitions += tr
+        return tr

@@ -1,0 +1,163 @@
+"""Passive standby for the driver: a lease with an epoch in SQLite, and the driver process.
+
+Two driver processes share one working directory. The *primary* holds the lease and renews it
+(a heartbeat). A *warm standby* starts its SparkSession in advance and waits; when the lease
+expires (the primary's heartbeat stopped), it takes the lease with a new epoch, restores the
+newest state snapshot, refolds the committed batches after it, and resumes the streaming
+query on the same checkpoint: Spark re-runs the batch the primary had not committed, with the
+plan and watermarks pinned in the plan log, and the idempotent sink replaces any output the
+primary wrote. A driver checks its epoch before writing and before committing, so two drivers
+never commit the same batch (fencing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Lease", "run_driver"]
+
+
+class Lease:
+    """A time-limited, epoch-numbered lease in SQLite (one holder at a time)."""
+
+    def __init__(self, path: str | Path, ttl_s: float = 3.0) -> None:
+        self.path = Path(path)
+        self.ttl_s = ttl_s
+        self._db = sqlite3.connect(
+            str(self.path), isolation_level=None, check_same_thread=False, timeout=10
+        )
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS lease (id INTEGER PRIMARY KEY CHECK (id = 0), epoch INTEGER, holder TEXT, expires REAL)"
+        )
+        self._db.execute("INSERT OR IGNORE INTO lease VALUES (0, 0, '', 0)")
+        self._lock = threading.Lock()
+
+    def acquire(self, holder: str, now: float | None = None) -> int | None:
+        """Take the lease if it is free or expired; returns the new epoch, or None."""
+        now = time.time() if now is None else now
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            epoch, owner, expires = self._db.execute(
+                "SELECT epoch, holder, expires FROM lease"
+            ).fetchone()
+            if owner and expires > now and owner != holder:
+                self._db.execute("ROLLBACK")
+                return None
+            self._db.execute(
+                "UPDATE lease SET epoch=?, holder=?, expires=?",
+                (epoch + 1, holder, now + self.ttl_s),
+            )
+            self._db.execute("COMMIT")
+            return int(epoch + 1)
+
+    def renew(self, holder: str, epoch: int, now: float | None = None) -> bool:
+        """Extend the lease while ``holder`` still owns ``epoch``."""
+        now = time.time() if now is None else now
+        with self._lock:
+            cur = self._db.execute(
+                "UPDATE lease SET expires=? WHERE holder=? AND epoch=? AND expires>?",
+                (now + self.ttl_s, holder, epoch, now),
+            )
+            return cur.rowcount == 1
+
+    def valid(self, epoch: int, now: float | None = None) -> bool:
+        """True while ``epoch`` is the current, unexpired lease."""
+        now = time.time() if now is None else now
+        with self._lock:
+            e, _, expires = self._db.execute("SELECT epoch, holder, expires FROM lease").fetchone()
+        return bool(e == epoch and expires > now)
+
+
+def run_driver(
+    workdir: str | Path,
+    scenario_path: str,
+    role: str,
+    master: str = "local[2]",
+    partitions: int = 2,
+    lease_ttl_s: float = 3.0,
+    snapshot_every: int = 2,
+    kill_after_output: int | None = None,
+    result_file: str | Path | None = None,
+) -> dict[str, Any]:
+    """Run a pipeline driver as ``primary`` or warm ``standby`` over ``workdir``'s input log."""
+    from core.scenario import load_scenario
+    from spark_adapter.operators import compile_query
+    from spark_adapter.pipeline import SparkPipeline
+    from spark_adapter.session import make_session
+
+    if role not in ("primary", "standby"):
+        raise ValueError(f"role: expected 'primary' or 'standby', got {role!r}")
+    work = Path(workdir)
+    holder = f"{role}-{os.getpid()}"
+    lease = Lease(work / "lease.sqlite", lease_ttl_s)
+    t_start = time.time()
+    spark = make_session(
+        master, f"trimtab-driver-{role}", {"spark.sql.shuffle.partitions": str(partitions)}
+    )  # warm
+    epoch: int | None = None
+    while epoch is None:
+        epoch = lease.acquire(holder)
+        if epoch is None:
+            if role == "primary":
+                raise RuntimeError("lease: another driver holds the lease")
+            time.sleep(0.1)
+    t_lease = time.time()
+    stop = threading.Event()
+
+    def heartbeat() -> None:
+        while not stop.wait(lease_ttl_s / 3):
+            if not lease.renew(holder, epoch):
+                return
+
+    threading.Thread(target=heartbeat, daemon=True).start()
+    sc = load_scenario(scenario_path)
+    pipe = SparkPipeline(spark, compile_query(sc), work, partitions)
+    pipe.retention = "passive"
+    pipe.snapshot_every = snapshot_every
+    pipe.fence = lambda: lease.valid(epoch)
+    first_commit: list[float] = []
+
+    def hook(batch_id: int, phase: str) -> None:
+        if (
+            phase == "output_written"
+            and kill_after_output is not None
+            and batch_id == kill_after_output
+        ):
+            os.kill(os.getpid(), signal.SIGKILL)  # crash between the output and its commit
+
+    pipe.fault_hook = hook
+    pipe.on_batch = lambda st: first_commit.append(time.time()) if not first_commit else None
+    restored = pipe.restore()
+    t_restored = time.time()
+    pipe.run_available()
+    pipe.flush()
+    stop.set()
+    result = {
+        "role": role,
+        "epoch": epoch,
+        "pid": os.getpid(),
+        "restored_through": restored,
+        "t_start": t_start,
+        "t_lease": t_lease,
+        "t_restored": t_restored,
+        "t_first_commit": first_commit[0] if first_commit else None,
+        "t_end": time.time(),
+        "batches": sorted(pipe.stats),
+        "committed": pipe.log.committed(),
+        "trim_log": pipe.trim_log,
+    }
+    if result_file is not None:
+        Path(result_file).write_text(json.dumps(result))
+    pipe.cleanup()
+    with contextlib.suppress(Exception):
+        spark.stop()
+    return result

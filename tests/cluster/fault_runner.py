@@ -1,0 +1,137 @@
+"""Runs one executor-fault scenario on a fresh local-cluster and prints a JSON result.
+
+Invoked by test_failures.py in its own process (one SparkContext per process).
+Usage: python -m tests.cluster.fault_runner MODE WORKDIR   (MODE: none, kill, lose, stop)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from core.plans import Placement, Plan
+from core.scenario import load_scenario
+from spark_adapter.faults import (
+    ExecutorMonitor,
+    executor_pids,
+    kill_executor,
+    lose_executor,
+    stop_executor,
+)
+from spark_adapter.operators import compile_query
+from spark_adapter.pipeline import SparkPipeline
+from spark_adapter.session import make_session
+
+ROOT = Path(__file__).resolve().parents[2]
+FAULT_BATCH = 2
+
+
+def main(mode: str, workdir: str) -> None:
+    sc = load_scenario(ROOT / "scenarios" / "zipf-hotkey-shift.yaml")
+    q = compile_query(sc)
+    spark = make_session(
+        "local-cluster[2,1,1024]",
+        f"trimtab-fault-{mode}",
+        {
+            "spark.executor.memory": "640m",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.network.timeout": "30s",
+            "spark.executor.heartbeatInterval": "2s",
+            "spark.deploy.maxExecutorRetries": "10",
+        },
+    )
+    app = spark.sparkContext.applicationId
+    work = Path(workdir)
+    pipe = SparkPipeline(spark, q, work, 2, truncate_every=2)
+    pipe.retention = "upstream"
+    pipe.input.generate(sc, 6, scale=0.15)
+    events = pipe.input.read()  # the reference needs all input; the log itself gets trimmed
+    units = tuple(f"{q.op_id}#{i}" for i in range(q.key_groups))
+    pipe.plans.publish(
+        Plan(
+            version=0,
+            placement=Placement(
+                units=units,
+                nodes=("p0", "p1"),
+                assignment=tuple(i % 2 for i in range(q.key_groups)),
+            ),
+        )
+    )
+    deadline = time.monotonic() + 60
+    while len(executor_pids(app)) < 2 and time.monotonic() < deadline:
+        spark.range(10).count()
+        time.sleep(0.5)
+    monitor = ExecutorMonitor(spark, suspect_s=2.0, fail_s=4.0) if mode == "stop" else None
+    stop_mon = threading.Event()
+    fault_at: list[float] = []
+
+    def watch() -> None:
+        while not stop_mon.wait(0.5):
+            if monitor is not None:
+                monitor.poll()
+
+    def hook(batch_id: int, phase: str) -> None:
+        if batch_id != FAULT_BATCH or phase != "start" or fault_at:
+            return
+        fault_at.append(time.monotonic())
+        target = sorted(executor_pids(app))[0]
+        if mode == "kill":
+            threading.Timer(
+                0.8, lambda: kill_executor(app, target)
+            ).start()  # in the middle of the batch
+        elif mode == "lose":
+            threading.Timer(0.8, lambda: lose_executor(spark, target)).start()
+        elif mode == "stop":
+            threading.Timer(0.8, lambda: stop_executor(app, target, 20.0)).start()
+
+    pipe.fault_hook = hook
+    if monitor is not None:
+        threading.Thread(target=watch, daemon=True).start()
+    pipe.run_available()
+    pipe.flush()
+    stop_mon.set()
+    got = pipe.output()
+    exp, _ = pipe.reference(events)
+    same = bool(
+        len(got) == len(exp)
+        and got[["key", "window_start"]].equals(exp[["key", "window_start"]])
+        and np.allclose(got["value"], exp["value"])
+    )
+    durations = {b: st.duration_s for b, st in sorted(pipe.stats.items())}
+    normal = float(
+        np.median(
+            [d for b, d in durations.items() if b not in (0, FAULT_BATCH) and b in pipe.stats]
+        )
+    )
+    trim_ok = all(trimmed_below <= replay_from for _, trimmed_below, replay_from in pipe.trim_log)
+    out = {
+        "mode": mode,
+        "output_matches": same,
+        "windows": len(exp),
+        "durations": durations,
+        "affected_batch_s": durations.get(FAULT_BATCH),
+        "normal_batch_s": normal,
+        "trim_log": pipe.trim_log,
+        "trim_ok": trim_ok,
+        "trimmed_any": any(t[1] > 0 for t in pipe.trim_log),
+        "committed": pipe.log.committed(),
+        "executors_after": len(executor_pids(app)),
+        "transitions": [(t.node, t.new.value) for t in monitor.transitions] if monitor else [],
+        "fenced": monitor.fenced if monitor else [],
+        "detected_after_s": None,
+    }
+    if monitor is not None and fault_at:
+        downs = [t for t in monitor.transitions if t.new.value == "down"]
+        out["detected_after_s"] = (downs[0].at - fault_at[0]) if downs else None
+    pipe.cleanup()
+    spark.stop()
+    print("RESULT " + json.dumps(out))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

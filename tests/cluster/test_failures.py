@@ -1,0 +1,190 @@
+"""Failure injection on a real local-cluster (cluster marker; each case in its own process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import psutil
+import pytest
+
+from tests.conftest import ROOT, SCENARIOS
+
+pytestmark = pytest.mark.cluster
+EXE = str(Path(sys.executable).parent / "trimtab")
+
+
+def run_fault(mode: str, tmp: Path) -> dict:
+    r = subprocess.run(
+        [sys.executable, "-m", "tests.cluster.fault_runner", mode, str(tmp)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    lines = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")]
+    assert lines, f"runner failed ({r.returncode}): {r.stderr[-3000:]}"
+    return json.loads(lines[-1][len("RESULT ") :])
+
+
+def check_common(res: dict) -> None:
+    assert res["output_matches"], "the sink must equal the failure-free reference"
+    assert res["committed"] == list(range(len(res["committed"])))  # gap-free, each batch once
+    assert res["trim_ok"], "the input log was trimmed past what recovery needed"
+    assert res["trimmed_any"], "upstream backup should have trimmed covered input"
+
+
+def test_kill9_executor_in_the_middle_of_a_batch(tmp_path: Path) -> None:
+    res = run_fault("kill", tmp_path)
+    check_common(res)
+    # recovery bound: the affected batch finishes within two normal batch intervals plus the
+    # executor restart (the cluster manager launches a replacement)
+    assert res["affected_batch_s"] <= 2 * res["normal_batch_s"] + 20
+
+
+def test_lose_one_executor_permanently(tmp_path: Path) -> None:
+    res = run_fault("lose", tmp_path)
+    check_common(res)
+    assert res["executors_after"] == 1  # not replaced: the rest ran on the survivor
+    assert res["affected_batch_s"] <= 60
+
+
+def test_stop_executor_longer_than_the_detector_timeout(tmp_path: Path) -> None:
+    res = run_fault("stop", tmp_path)
+    check_common(res)
+    assert any(state == "down" for _, state in res["transitions"]), res["transitions"]
+    assert res["fenced"], "the stopped executor must be fenced"
+    # detected within the failure timeout (4 s) plus polling, long before Spark's 30 s timeout
+    assert res["detected_after_s"] is not None and res["detected_after_s"] <= 12
+    assert res["affected_batch_s"] < 30
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [c.pid for c in psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def test_driver_killed_between_output_and_commit_standby_takes_over(tmp_path: Path) -> None:
+    from core.plans import Placement, Plan
+    from core.scenario import load_scenario
+    from spark_adapter.actuator import PlanStore
+    from spark_adapter.operators import compile_query, reference_output
+    from spark_adapter.source import InputLog
+
+    sc_path = SCENARIOS / "seed-groupby-window.yaml"
+    sc = load_scenario(sc_path)
+    q = compile_query(sc)
+    log = InputLog(tmp_path / "input")
+    log.generate(sc, 6, scale=0.1)
+    events = log.read()
+    units = tuple(f"{q.op_id}#{i}" for i in range(q.key_groups))
+    PlanStore(tmp_path / "plans").publish(
+        Plan(
+            version=0,
+            placement=Placement(
+                units=units,
+                nodes=("p0", "p1"),
+                assignment=tuple(i % 2 for i in range(q.key_groups)),
+            ),
+        )
+    )
+    common = [
+        str(sc_path),
+        "--workdir",
+        str(tmp_path),
+        "--master",
+        "local-cluster[2,1,768]",
+        "--lease-ttl-s",
+        "3",
+        "--snapshot-every",
+        "2",
+    ]
+    procs: list[subprocess.Popen] = []
+    jvms: set[int] = set()
+    try:
+        primary = subprocess.Popen(
+            [
+                EXE,
+                "pipeline",
+                "run",
+                *common,
+                "--role",
+                "primary",
+                "--kill-after-output",
+                "3",
+                "--result",
+                str(tmp_path / "primary.json"),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        procs.append(primary)
+        lease = tmp_path / "lease.sqlite"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # the standby starts once the primary holds the lease
+            if lease.exists():
+                with sqlite3.connect(lease) as db:
+                    row = db.execute("SELECT holder FROM lease").fetchone()
+                if row and row[0].startswith("primary"):
+                    break
+            time.sleep(0.2)
+        standby = subprocess.Popen(
+            [
+                EXE,
+                "pipeline",
+                "run",
+                *common,
+                "--role",
+                "standby",
+                "--result",
+                str(tmp_path / "standby.json"),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        procs.append(standby)
+        while primary.poll() is None and time.monotonic() < deadline + 120:
+            jvms.update(_children(primary.pid))
+            time.sleep(0.2)
+        t_crash = time.time()
+        assert primary.returncode == -signal.SIGKILL, (tmp_path / "primary.err").read_text()[-3000:]
+        standby.wait(timeout=400)
+        assert standby.returncode == 0, (tmp_path / "standby.err").read_text()[-3000:]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGKILL)
+        for pid in jvms:  # the dead driver's JVM must not outlive it; end it by pid if it did
+            if psutil.pid_exists(pid):
+                os.kill(pid, signal.SIGKILL)
+    res = json.loads((tmp_path / "standby.json").read_text())
+    assert res["epoch"] == 2 and res["restored_through"] == 2  # batch 3 was written, not committed
+    assert res["committed"] == list(range(len(res["committed"])))
+    with sqlite3.connect(tmp_path / "planlog.sqlite") as db:
+        pins = db.execute("SELECT batch_id, plan_version FROM pins ORDER BY batch_id").fetchall()
+    assert [b for b, _ in pins] == list(range(len(pins)))
+    frames = [
+        pd.read_parquet(f)
+        for b in res["committed"]
+        for f in sorted((tmp_path / "output" / f"batch={b}").glob("*.parquet"))
+    ]
+    got = pd.concat(frames, ignore_index=True).sort_values(
+        ["key", "window_start"], ignore_index=True
+    )
+    exp = reference_output(events, q)
+    assert got[["key", "window_start"]].equals(exp[["key", "window_start"]])
+    np.testing.assert_allclose(got["value"], exp["value"])
+    assert res["t_first_commit"] - t_crash <= 60  # recovery bound
+    assert all(t <= r for _, t, r in res["trim_log"])
