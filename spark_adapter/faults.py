@@ -12,7 +12,8 @@ id. Nothing is found or killed by name.
 ``ExecutorMonitor`` feeds the pure ``ha.detector.FailureDetector`` from REST polls: an
 executor that is listed active and has made progress (or has nothing to do) heartbeats. One
 that stays silent past the failure timeout is declared failed and fenced with ``killExecutor``
-so its tasks are rescheduled at once, long before Spark's own network timeout.
+(and, when its process is on this machine, ended by pid: a stopped process cannot act on a
+polite request) so its tasks are rescheduled at once, long before Spark's network timeout.
 """
 
 from __future__ import annotations
@@ -98,9 +99,14 @@ class ExecutorMonitor:
         self.suspect_s, self.fail_s = suspect_s, fail_s
 
     def poll(self, now: float | None = None) -> list[Transition]:
-        """One REST poll: heartbeats for live, progressing executors; fence the failed."""
+        """One poll: heartbeats for live executors; fence the failed (never the last one).
+
+        On this machine an executor's heartbeat is its process being present and not stopped;
+        for executors elsewhere, progress in the REST totals (or having nothing to do) counts.
+        """
         now = time.monotonic() if now is None else now
         raw = [e for e in self.rest._get("/allexecutors") if e["id"] != "driver"]
+        pids = executor_pids(self.spark.sparkContext.applicationId)
         if self.detector is None:
             self.detector = FailureDetector(
                 [e["id"] for e in raw], self.suspect_s, self.fail_s, now
@@ -111,17 +117,41 @@ class ExecutorMonitor:
                 self.detector.last[eid] = now
                 self.detector.status[eid] = NodeStatus.UP
                 self.detector.epoch[eid] = 0
-            mark = (e.get("totalDuration", 0), e.get("completedTasks", 0))
-            idle = e.get("activeTasks", 0) == 0
-            moved = self.progress.get(eid) != mark
-            self.progress[eid] = mark
-            if e.get("isActive", True) and (moved or idle):
+            if not e.get("isActive", True):
+                continue
+            if eid in pids:
+                alive = _running(pids[eid])
+            else:
+                mark = (e.get("totalDuration", 0), e.get("completedTasks", 0))
+                alive = self.progress.get(eid) != mark or e.get("activeTasks", 0) == 0
+                self.progress[eid] = mark
+            if alive:
                 self.detector.heartbeat(eid, now)
         tr = self.detector.check(now)
         for t in tr:
             if t.new is NodeStatus.DOWN and self.fence and t.node not in self.fenced:
-                with contextlib.suppress(Exception):
-                    lose_executor(self.spark, t.node)
-                self.fenced.append(t.node)
+                live = [
+                    x
+                    for x, st in self.detector.status.items()
+                    if st is NodeStatus.UP and x not in self.fenced
+                ]
+                if live:  # fencing the last executor would stop the application
+                    with contextlib.suppress(Exception):
+                        lose_executor(self.spark, t.node)
+                    if t.node in pids:  # a stopped process cannot act on SIGTERM: end it by pid
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(pids[t.node], signal.SIGKILL)
+                    self.fenced.append(t.node)
         self.transitions += tr
         return tr
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() not in (
+            psutil.STATUS_STOPPED,
+            psutil.STATUS_ZOMBIE,
+            psutil.STATUS_DEAD,
+        )
+    except psutil.NoSuchProcess:
+        return False

@@ -41,6 +41,7 @@ def main(mode: str, workdir: str) -> None:
             "spark.executor.memory": "640m",
             "spark.sql.shuffle.partitions": "2",
             "spark.network.timeout": "30s",
+            "spark.network.timeoutInterval": "10s",
             "spark.executor.heartbeatInterval": "2s",
             "spark.deploy.maxExecutorRetries": "10",
         },
@@ -70,10 +71,15 @@ def main(mode: str, workdir: str) -> None:
     stop_mon = threading.Event()
     fault_at: list[float] = []
 
+    errors: list[str] = []
+
     def watch() -> None:
         while not stop_mon.wait(0.5):
             if monitor is not None:
-                monitor.poll()
+                try:
+                    monitor.poll()
+                except Exception as e:
+                    errors.append(repr(e))
 
     def hook(batch_id: int, phase: str) -> None:
         if batch_id != FAULT_BATCH or phase != "start" or fault_at:
@@ -124,6 +130,7 @@ def main(mode: str, workdir: str) -> None:
         "transitions": [(t.node, t.new.value) for t in monitor.transitions] if monitor else [],
         "fenced": monitor.fenced if monitor else [],
         "detected_after_s": None,
+        "monitor_errors": errors[:5],
     }
     if monitor is not None and fault_at:
         downs = [t for t in monitor.transitions if t.new.value == "down"]
