@@ -104,7 +104,9 @@ def run_driver(
         master, f"trimtab-driver-{role}", {"spark.sql.shuffle.partitions": str(partitions)}
     )  # warm
     epoch: int | None = None
-    give_up = time.time() + 2 * lease_ttl_s + 1  # a primary waits out a dead holder's lease, no longer
+    give_up = (
+        time.time() + 2 * lease_ttl_s + 1
+    )  # a primary waits out a dead holder's lease, no longer
     while epoch is None:
         epoch = lease.acquire(holder)
         if epoch is None:

@@ -1,0 +1,219 @@
+"""Availability targets: simulator ordering, executor kill, driver kill (warm standby vs cold
+restart), passive-standby overhead.
+
+Run: .venv/bin/python -m bench.bench_ha
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bench.common import ROOT, environment, write_section
+from controller.compare import compare_ha
+from core.scenario import load_scenario
+
+EXE = str(Path(sys.executable).parent / "trimtab")
+SC = ROOT / "scenarios" / "seed-groupby-window.yaml"
+
+
+def sim_rows() -> str:
+    rows = compare_ha(
+        load_scenario(ROOT / "scenarios/failure-storm.yaml"),
+        ["none", "upstream", "passive", "active"],
+    )
+    return "\n".join(
+        f"| {r['ha']} | {r['runtime_overhead']:.4f} | {r['recovery_time_mean']:.2f} | {r['recovery_time_max']:.2f} | "
+        f"{r['lost_tuples']:.0f} | {r['duplicate_tuples']:.0f} | {r['guarantee']} |"
+        for r in rows
+    )
+
+
+def executor_kill() -> dict:
+    out = {}
+    for mode in ("kill",):
+        d = tempfile.mkdtemp()
+        r = subprocess.run(
+            [sys.executable, "-m", "tests.cluster.fault_runner", mode, d],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        res = json.loads([x for x in r.stdout.splitlines() if x.startswith("RESULT ")][-1][7:])
+        out[mode] = res
+        shutil.rmtree(d, ignore_errors=True)
+    return out
+
+
+def prepare(work: Path) -> None:
+    from core.plans import Placement, Plan
+    from spark_adapter.actuator import PlanStore
+    from spark_adapter.operators import compile_query
+    from spark_adapter.source import InputLog
+
+    sc = load_scenario(SC)
+    q = compile_query(sc)
+    InputLog(work / "input").generate(sc, 8, scale=0.2)
+    units = tuple(f"{q.op_id}#{i}" for i in range(q.key_groups))
+    PlanStore(work / "plans").publish(
+        Plan(
+            version=0,
+            placement=Placement(
+                units=units,
+                nodes=("p0", "p1"),
+                assignment=tuple(i % 2 for i in range(q.key_groups)),
+            ),
+        )
+    )
+
+
+def driver_kill(warm: bool) -> float:
+    """Seconds from the primary's crash to the next driver's first committed batch."""
+    work = Path(tempfile.mkdtemp())
+    prepare(work)
+    common = [
+        str(SC),
+        "--workdir",
+        str(work),
+        "--master",
+        "local-cluster[2,1,1024]",
+        "--lease-ttl-s",
+        "3",
+        "--snapshot-every",
+        "2",
+    ]
+    primary = subprocess.Popen(
+        [EXE, "pipeline", "run", *common, "--role", "primary", "--kill-after-output", "3"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if (work / "lease.sqlite").exists():
+            with sqlite3.connect(work / "lease.sqlite") as db:
+                row = db.execute("SELECT holder FROM lease").fetchone()
+            if row and row[0].startswith("primary"):
+                break
+        time.sleep(0.2)
+    standby = None
+    if warm:
+        standby = subprocess.Popen(
+            [
+                EXE,
+                "pipeline",
+                "run",
+                *common,
+                "--role",
+                "standby",
+                "--result",
+                str(work / "next.json"),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    primary.wait(timeout=600)
+    t_crash = time.time()
+    assert primary.returncode == -signal.SIGKILL
+    if not warm:
+        standby = subprocess.Popen(
+            [
+                EXE,
+                "pipeline",
+                "run",
+                *common,
+                "--role",
+                "primary",
+                "--result",
+                str(work / "next.json"),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    assert standby is not None
+    standby.wait(timeout=900)
+    res = json.loads((work / "next.json").read_text())
+    shutil.rmtree(work, ignore_errors=True)
+    return float(res["t_first_commit"] - t_crash)
+
+
+def passive_overhead() -> tuple[float, float]:
+    """Throughput with state snapshots every 2 batches against none, on the same input."""
+    from core.plans import Placement, Plan
+    from spark_adapter.operators import compile_query
+    from spark_adapter.pipeline import SparkPipeline
+    from spark_adapter.session import make_session
+
+    spark = make_session("local-cluster[2,1,1024]", "trimtab-bench-ha")
+    sc = load_scenario(SC)
+    q = compile_query(sc)
+    units = tuple(f"{q.op_id}#{i}" for i in range(q.key_groups))
+    plan = Plan(
+        version=0,
+        placement=Placement(
+            units=units, nodes=("p0", "p1"), assignment=tuple(i % 2 for i in range(q.key_groups))
+        ),
+    )
+    rates = {}
+    for k in (0, 2, 0, 2):  # interleaved: warm-up effects hit both
+        work = Path(tempfile.mkdtemp())
+        p = SparkPipeline(spark, q, work, 2)
+        p.snapshot_every = k
+        p.input.generate(sc, 10, scale=0.3)
+        p.plans.publish(plan)
+        p.run_available()
+        sts = [p.stats[b] for b in sorted(p.stats)][2:]
+        rates.setdefault(k, []).append(
+            sum(int(s.rows.sum()) for s in sts) / sum(s.duration_s for s in sts)
+        )
+        p.cleanup()
+        shutil.rmtree(work, ignore_errors=True)
+    spark.stop()
+    return float(np.mean(rates[0])), float(np.mean(rates[2]))
+
+
+def main() -> None:
+    table = sim_rows()
+    ek = executor_kill()["kill"]
+    warm, cold = driver_kill(True), driver_kill(False)
+    base, snap = passive_overhead()
+    body = f"""
+Command: `.venv/bin/python -m bench.bench_ha` ({environment()}; pyspark 4.3, local-cluster[2,1,1024]).
+
+Simulator, `trimtab compare scenarios/failure-storm.yaml --ha upstream,passive,active,none`
+(targets: overhead upstream < passive < active; recovery active < passive < upstream):
+
+| policy | runtime overhead | recovery mean (s) | recovery max (s) | lost | duplicates | guarantee |
+|---|---|---|---|---|---|---|
+{table}
+
+Spark, `kill -9` of an executor 0.8 s into batch 2 (zipf-hotkey-shift, upstream backup, reliable
+state checkpoints every 2 batches): the affected batch took {ek["affected_batch_s"]:.1f} s against a
+median {ek["normal_batch_s"]:.1f} s (= {ek["affected_batch_s"] / ek["normal_batch_s"]:.1f} batch intervals; target ≤ 2; it includes
+the replacement executor's start and Python warm-up); output equal to the reference: {ek["output_matches"]}.
+
+Spark, driver `kill -9` after writing batch 3's output and before committing it: first committed
+batch {warm:.1f} s after the crash with a warm standby, {cold:.1f} s with a cold restart
+(ratio {warm / cold:.2f}; target ≤ 0.5). Both include the 3 s lease expiry.
+
+Passive standby overhead (state snapshot every 2 batches, seed-groupby-window x 0.3): throughput
+{snap:.0f} tuples/s against {base:.0f} without snapshots ({(1 - snap / base) * 100:.1f}% lower; target ≤ 10%).
+"""
+    write_section("Availability", body)
+    print(body)
+
+
+if __name__ == "__main__":
+    main()
