@@ -93,17 +93,16 @@ class SimSubstrate:
         self.sim.apply(plan)
 
 
-def _context_for(settings: Settings) -> tuple[Substrate, Context]:
+def _context_for(settings: Settings) -> tuple[Substrate, Context, Any]:
+    """The substrate, the controller's context and (for keyed pipelines) the routing policy."""
     from controller.replay import make_context
 
     sub = settings.substrate
     if sub.kind == "sim":
         s = SimSubstrate(sub.scenario, sub.ticks_per_round)
-        return s, make_context(
-            s.scenario.model_copy(
-                update={"controller": _controller_spec(settings, s.scenario.controller)}
-            )
-        )
+        spec = _controller_spec(settings, s.scenario.controller)
+        return s, make_context(s.scenario.model_copy(update={"controller": spec})), None
+    from controller.routing import RoutingPolicy
     from controller.spark_replay import spark_context
     from spark_adapter.external import ExternalSparkSubstrate
     from spark_adapter.operators import compile_query
@@ -113,13 +112,9 @@ def _context_for(settings: Settings) -> tuple[Substrate, Context]:
     sc = load_scenario(sub.scenario)
     q = compile_query(sc)
     ext = ExternalSparkSubstrate(sub.workdir, list(q.sides), sub.partitions, sc.tick_s)
-    ctx = spark_context(
-        sc.model_copy(update={"controller": _controller_spec(settings, sc.controller)}),
-        q,
-        sub.partitions,
-        1.0,
-    )
-    return ext, ctx
+    spec = _controller_spec(settings, sc.controller)
+    ctx = spark_context(sc.model_copy(update={"controller": spec}), q, sub.partitions, 1.0)
+    return ext, ctx, RoutingPolicy(sc.controller.partitioner, q.op_id, q.key_groups, sub.partitions)
 
 
 def _controller_spec(settings: Settings, base: ControllerSpec) -> ControllerSpec:
@@ -160,8 +155,9 @@ class Daemon:
         self, settings: Settings, substrate: Substrate | None = None, ctx: Context | None = None
     ) -> None:
         self.settings = settings
+        routing = None
         if substrate is None or ctx is None:
-            substrate, ctx = _context_for(settings)
+            substrate, ctx, routing = _context_for(settings)
         self.substrate = substrate
         method = settings.placement.method
         if method not in PLACEMENTS:
@@ -172,6 +168,7 @@ class Daemon:
         policy = ControlPolicy(
             ctx,
             PLACEMENTS[method](dict(ctx.settings.placement.params)),
+            routing=routing,
             in_blackout=lambda: in_blackout(windows),
         )
         self.log = DecisionLog(settings.decision_log, settings.decision_retention_rounds)

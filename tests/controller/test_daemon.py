@@ -365,3 +365,58 @@ def test_validate_checks_configs_scenarios_and_plans(tmp_path: Path) -> None:
     assert r.returncode == 2
     assert "ok: " in r.stdout and "(config)" in r.stdout and "(scenario)" in r.stdout
     assert "assignment" in r.stderr
+
+
+def test_daemon_steers_a_spark_pipeline_through_its_files(tmp_path: Path) -> None:
+    """External mode: batch metrics files in, plans out to the pipeline's plan store."""
+    import pandas as pd
+
+    from spark_adapter.batchstats import BatchStats, write_batch_stats
+    from spark_adapter.operators import compile_query
+
+    sc = SCENARIOS / "zipf-hotkey-shift.yaml"
+    q = compile_query(__import__("core.scenario", fromlist=["load_scenario"]).load_scenario(sc))
+    work = tmp_path / "pipe"
+    (work / "metrics").mkdir(parents=True)
+    s = settings(
+        tmp_path,
+        substrate={
+            "kind": "spark-external",
+            "scenario": str(sc),
+            "workdir": str(work),
+            "partitions": 2,
+        },
+        placement={"method": "least-loaded"},
+        shedding={"method": "none"},
+    )
+    d = Daemon(s)
+    assert (work / "plans" / "current").exists()  # the initial plan is published for the pipeline
+    rng = np.random.default_rng(0)
+    for b in range(6):
+        kg = rng.integers(100, 200, q.key_groups)
+        st = BatchStats(
+            b,
+            0,
+            False,
+            1.0,
+            np.array([300, 100]),
+            np.array([0.6, 0.2]),
+            kg,
+            pd.DataFrame({"key": [1, 2, 3], "side": [0, 0, 0], "rows": [250, 30, 20]}),
+            {"events": 400},
+            10,
+            0,
+            0,
+            5,
+            (b * 400, b * 400 + 399),
+            float(b),
+        )
+        write_batch_stats(st, work / "metrics")
+        d.tick()
+    rows = DecisionLog(tmp_path / "decisions.sqlite").last(10)
+    assert rows[0]["observation"]["node_load"]["p0"] > rows[0]["observation"]["node_load"]["p1"]
+    assert any(r["kind"].endswith("reroute") for r in rows)  # the hot key is split by the routing
+    from spark_adapter.actuator import PlanStore
+
+    plan = PlanStore(work / "plans").load_current()
+    assert plan.version == d.loop.plan.version and 1 in plan.routing.hot
