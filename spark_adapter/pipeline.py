@@ -347,31 +347,42 @@ class SparkPipeline:
         return str(path)
 
     def restore(self) -> int:
-        """A new driver: load the newest snapshot and refold the committed batches after it.
+        """Bring the state up to the last committed batch: load the newest snapshot (when it is
+        newer than what this driver has) and refold the committed batches after it.
 
-        Returns the last committed batch id (-1 when nothing was committed).
+        Incremental: a warm standby calls it repeatedly while it waits, so at takeover only the
+        batches committed since its last call are refolded. Returns the last committed batch.
         """
         self._index_ts()
         committed = self.log.committed()
         if not committed:
             return -1
         last = committed[-1]
+        have = max(self.states) if self.states else -1
         snap = self.log.latest_snapshot(at_most=last)
-        start = -1
-        if snap is not None:
-            start, path = snap
-            self.states[start] = (
-                self.spark.read.schema(ROW_DDL).parquet(path).persist(StorageLevel.MEMORY_AND_DISK)
-            )
+        if snap is not None and snap[0] > have:
+            for df in self.states.values():
+                df.unpersist()
+            self.states = {
+                snap[0]: self.spark.read.schema(ROW_DDL)
+                .parquet(snap[1])
+                .persist(StorageLevel.MEMORY_AND_DISK)
+            }
+            have = snap[0]
         import json as _json
 
         rows = {
             b: _json.loads(i or "{}")
             for b, i in self.log._db.execute("SELECT batch_id, info FROM commits")
         }
-        for b in range(start + 1, last + 1):
-            er = tuple(rows.get(b, {}).get("event_range", (-1, -1)))
-            segs = self.segments_of((int(er[0]), int(er[1])))
+        ranges = {b: tuple(rows.get(b, {}).get("event_range", (-1, -1))) for b in range(last + 1)}
+        self.max_ts = -math.inf
+        for b in range(have + 1):
+            if ranges[b][0] >= 0:
+                _, mx = self._segment_span(int(ranges[b][0]), int(ranges[b][1]))
+                self.max_ts = max(self.max_ts, mx)
+        for b in range(have + 1, last + 1):
+            segs = self.segments_of((int(ranges[b][0]), int(ranges[b][1])))
             df = (
                 self.spark.read.schema(INPUT_SCHEMA_DDL).parquet(
                     *[str(self.input.path(i)) for i in segs]
@@ -379,12 +390,8 @@ class SparkPipeline:
                 if segs
                 else self.spark.createDataFrame([], INPUT_SCHEMA_DDL)
             )
-            self.process(df, b, refold=True)
-        for b in range(last + 1):
-            er = tuple(rows.get(b, {}).get("event_range", (-1, -1)))
-            if er[0] >= 0:
-                _, mx = self._segment_span(int(er[0]), int(er[1]))
-                self.max_ts = max(self.max_ts, mx)
+            st = self.process(df, b, refold=True)
+            self.max_ts = max(self.max_ts, st.max_ts)
         return last
 
     def _write_output(self, partials: DataFrame, batch_id: int) -> int:

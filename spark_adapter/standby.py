@@ -77,6 +77,18 @@ class Lease:
         return bool(e == epoch and expires > now)
 
 
+def _warm_up(spark: Any, partitions: int) -> None:
+    """Run a tiny Arrow/pandas job on every executor so its Python worker is up (warm standby)."""
+
+    def ident(it: Any) -> Any:
+        yield from it
+
+    slots = max(partitions, spark.sparkContext.defaultParallelism)
+    spark.range(0, 64 * slots, numPartitions=slots).repartition(slots).mapInPandas(
+        ident, "id long"
+    ).count()
+
+
 def run_driver(
     workdir: str | Path,
     scenario_path: str,
@@ -88,7 +100,11 @@ def run_driver(
     kill_after_output: int | None = None,
     result_file: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Run a pipeline driver as ``primary`` or warm ``standby`` over ``workdir``'s input log."""
+    """Run a pipeline driver as ``primary`` or warm ``standby`` over ``workdir``'s input log.
+
+    A standby starts its session, warms its executors and follows the primary's commits
+    (restoring snapshots and refolding) while it waits, so a takeover has little left to do.
+    """
     from core.scenario import load_scenario
     from spark_adapter.operators import compile_query
     from spark_adapter.pipeline import SparkPipeline
@@ -102,16 +118,23 @@ def run_driver(
     t_start = time.time()
     spark = make_session(
         master, f"trimtab-driver-{role}", {"spark.sql.shuffle.partitions": str(partitions)}
-    )  # warm
+    )
+    _warm_up(spark, partitions)
+    sc = load_scenario(scenario_path)
+    pipe = SparkPipeline(spark, compile_query(sc), work, partitions)
     epoch: int | None = None
     give_up = (
         time.time() + 2 * lease_ttl_s + 1
     )  # a primary waits out a dead holder's lease, no longer
+    last_follow = 0.0
     while epoch is None:
         epoch = lease.acquire(holder)
         if epoch is None:
             if role == "primary" and time.time() > give_up:
                 raise RuntimeError("lease: another driver holds the lease")
+            if role == "standby" and time.time() - last_follow > 1.0:
+                pipe.restore()  # follow the primary's commits: the state stays warm
+                last_follow = time.time()
             time.sleep(0.1)
     t_lease = time.time()
     stop = threading.Event()
@@ -122,8 +145,6 @@ def run_driver(
                 return
 
     threading.Thread(target=heartbeat, daemon=True).start()
-    sc = load_scenario(scenario_path)
-    pipe = SparkPipeline(spark, compile_query(sc), work, partitions)
     pipe.retention = "passive"
     pipe.snapshot_every = snapshot_every
     pipe.fence = lambda: lease.valid(epoch)
