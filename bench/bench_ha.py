@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -21,6 +20,7 @@ import numpy as np
 from bench.common import ROOT, environment, write_section
 from controller.compare import compare_ha
 from core.scenario import load_scenario
+from spark_adapter.standby import wait_for_holder
 
 EXE = str(Path(sys.executable).parent / "trimtab")
 SC = ROOT / "scenarios" / "seed-groupby-window.yaml"
@@ -98,14 +98,7 @@ def driver_kill(warm: bool) -> float:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if (work / "lease.sqlite").exists():
-            with sqlite3.connect(work / "lease.sqlite") as db:
-                row = db.execute("SELECT holder FROM lease").fetchone()
-            if row and row[0].startswith("primary"):
-                break
-        time.sleep(0.2)
+    assert wait_for_holder(work / "lease.sqlite", "primary", 180)
     standby = None
     if warm:
         standby = subprocess.Popen(

@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 from core.hashing import stable_mod
 
 __all__ = [
+    "LocalOnly",
     "MultiSource",
     "Partitioner",
     "WindowMetrics",
@@ -106,6 +107,18 @@ def mix64_mod(key: np.int64, seed: np.int64, n: np.int64) -> np.int64:  # pragma
     h = np.int64(_xxh64_long(np.uint64(seed), first))
     r = h % n
     return r + n if r < 0 else r
+
+
+class LocalOnly:
+    """Mixin for partitioners that adapt only from their own counts: ``feedback`` is a no-op."""
+
+    def feedback(
+        self,
+        loads: Array | None = None,
+        capacities: Array | None = None,
+        latencies: Array | None = None,
+    ) -> None:
+        """Nothing to adapt from outside."""
 
 
 class MultiSource:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from numba import njit
 
-from partitioners.base import Array, IntArray, as_keys, candidates
+from partitioners.base import Array, IntArray, LocalOnly, as_keys, candidates
 
 __all__ = ["CAPA", "ECAPA", "ProbeLatency", "completion_time"]
 
@@ -75,7 +75,7 @@ def _route(
     return out
 
 
-class CAPA:
+class CAPA(LocalOnly):
     """CAPA for one source: ``variant`` is ``"cm"`` or ``"cam"``.
 
     Parameters
@@ -146,14 +146,6 @@ class CAPA:
             self.lat_term,
             self.mult,
         )
-
-    def feedback(
-        self,
-        loads: Array | None = None,
-        capacities: Array | None = None,
-        latencies: Array | None = None,
-    ) -> None:
-        """CM and cAM use only their window state."""
 
 
 class ECAPA(CAPA):

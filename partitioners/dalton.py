@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit
 
 from core.hashing import stable_mod
-from partitioners.base import Array, IntArray, as_keys
+from partitioners.base import IntArray, LocalOnly, as_keys
 
 __all__ = ["Dalton", "DaltonCooperative", "reward", "update_split_cap"]
 
@@ -121,7 +121,7 @@ def _route(
     return out
 
 
-class Dalton:
+class Dalton(LocalOnly):
     """Dalton for one partitioner instance.
 
     Parameters
@@ -241,16 +241,8 @@ class Dalton:
                 self._end_interval()
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
-    def feedback(
-        self,
-        loads: Array | None = None,
-        capacities: Array | None = None,
-        latencies: Array | None = None,
-    ) -> None:
-        """Dalton learns from its own window loads."""
 
-
-class DaltonCooperative:
+class DaltonCooperative(LocalOnly):
     """Several Dalton instances synchronised through a reducer every ``sync`` tuples."""
 
     name = "dalton"
@@ -305,11 +297,3 @@ class DaltonCooperative:
             self.sync = max(self.sync // 2, max(1, self.slide // 4))
         self.syncs += 1
         self.history.append(self.sync)
-
-    def feedback(
-        self,
-        loads: Array | None = None,
-        capacities: Array | None = None,
-        latencies: Array | None = None,
-    ) -> None:
-        """Learns from its own window loads."""

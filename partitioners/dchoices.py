@@ -19,7 +19,7 @@ import math
 import numpy as np
 from numba import njit
 
-from partitioners.base import Array, IntArray, as_keys, mix64_mod
+from partitioners.base import Array, IntArray, LocalOnly, as_keys, mix64_mod
 
 __all__ = ["DChoices", "WChoices", "solve_d"]
 
@@ -133,7 +133,7 @@ def _route(
     return out
 
 
-class DChoices:
+class DChoices(LocalOnly):
     """D-Choices for one source (``all_workers=True`` gives W-Choices).
 
     Examples
@@ -230,14 +230,6 @@ class DChoices:
                 self._decay()
                 self._resolve()
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-
-    def feedback(
-        self,
-        loads: Array | None = None,
-        capacities: Array | None = None,
-        latencies: Array | None = None,
-    ) -> None:
-        """Uses only local counts."""
 
 
 class WChoices(DChoices):

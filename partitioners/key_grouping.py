@@ -8,12 +8,12 @@ stable seeded one, identical in every process (Python's ``hash()`` is salted per
 from __future__ import annotations
 
 from core.hashing import stable_mod
-from partitioners.base import Array, IntArray, as_keys
+from partitioners.base import IntArray, LocalOnly, as_keys
 
 __all__ = ["KeyGrouping"]
 
 
-class KeyGrouping:
+class KeyGrouping(LocalOnly):
     """Hash partitioning.
 
     Examples
@@ -30,11 +30,3 @@ class KeyGrouping:
     def route(self, keys: IntArray) -> IntArray:
         """``H(key) mod n``."""
         return stable_mod(as_keys(keys), self.n, self.seed)
-
-    def feedback(
-        self,
-        loads: Array | None = None,
-        capacities: Array | None = None,
-        latencies: Array | None = None,
-    ) -> None:
-        """Stateless: nothing to adapt."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from partitioners.base import Array, IntArray, as_keys, candidates
+from partitioners.base import IntArray, LocalOnly, as_keys, candidates
 
 __all__ = ["PKG"]
 
@@ -41,7 +41,7 @@ def _route(
     return out
 
 
-class PKG:
+class PKG(LocalOnly):
     """PKG for one source.
 
     Examples
@@ -69,11 +69,3 @@ class PKG:
         if self.n == 1:
             return np.zeros(k.size, dtype=np.int64)
         return _route(candidates(k, self.n, 2), self.sent, self.ring, self.pos, self.slide)
-
-    def feedback(
-        self,
-        loads: Array | None = None,
-        capacities: Array | None = None,
-        latencies: Array | None = None,
-    ) -> None:
-        """PKG uses only its local counts."""

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from partitioners.base import Array, IntArray, as_keys
+from partitioners.base import IntArray, LocalOnly, as_keys
 
 __all__ = ["Prompt", "prompt_plan"]
 
@@ -93,7 +93,7 @@ def prompt_plan(keys: IntArray, n: int) -> tuple[dict[int, list[tuple[int, int]]
     return plan, split
 
 
-class Prompt:
+class Prompt(LocalOnly):
     """Per-batch Prompt partitioning (a centralised, micro-batch partitioner).
 
     Examples
@@ -126,11 +126,3 @@ class Prompt:
         out = np.empty(k.size, dtype=np.int64)
         out[order] = out_sorted
         return out
-
-    def feedback(
-        self,
-        loads: Array | None = None,
-        capacities: Array | None = None,
-        latencies: Array | None = None,
-    ) -> None:
-        """Plans each batch from scratch."""

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from partitioners.base import Array, IntArray, as_keys
+from partitioners.base import IntArray, LocalOnly, as_keys
 
 __all__ = ["Shuffle"]
 
 
-class Shuffle:
+class Shuffle(LocalOnly):
     """Round-robin over workers; the position carries over between batches.
 
     Examples
@@ -35,11 +35,3 @@ class Shuffle:
         out = (self.next + np.arange(k.size, dtype=np.int64)) % self.n
         self.next = int((self.next + k.size) % self.n)
         return out
-
-    def feedback(
-        self,
-        loads: Array | None = None,
-        capacities: Array | None = None,
-        latencies: Array | None = None,
-    ) -> None:
-        """Stateless apart from the position."""

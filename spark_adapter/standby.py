@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Lease", "run_driver"]
+__all__ = ["Lease", "run_driver", "wait_for_holder"]
 
 
 class Lease:
@@ -75,6 +75,22 @@ class Lease:
         with self._lock:
             e, _, expires = self._db.execute("SELECT epoch, holder, expires FROM lease").fetchone()
         return bool(e == epoch and expires > now)
+
+
+def wait_for_holder(lease_file: str | Path, prefix: str, timeout_s: float = 120.0) -> bool:
+    """Wait until a holder whose name starts with ``prefix`` has the lease (for harnesses)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if Path(lease_file).exists():
+            with contextlib.closing(sqlite3.connect(str(lease_file))) as db:
+                try:
+                    row = db.execute("SELECT holder FROM lease").fetchone()
+                except sqlite3.OperationalError:
+                    row = None
+            if row and str(row[0]).startswith(prefix):
+                return True
+        time.sleep(0.2)
+    return False
 
 
 def _warm_up(spark: Any, partitions: int) -> None:

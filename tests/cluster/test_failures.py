@@ -80,6 +80,7 @@ def test_driver_killed_between_output_and_commit_standby_takes_over(tmp_path: Pa
     from spark_adapter.actuator import PlanStore
     from spark_adapter.operators import compile_query, reference_output
     from spark_adapter.source import InputLog
+    from spark_adapter.standby import wait_for_holder
 
     sc_path = SCENARIOS / "seed-groupby-window.yaml"
     sc = load_scenario(sc_path)
@@ -130,15 +131,9 @@ def test_driver_killed_between_output_and_commit_standby_takes_over(tmp_path: Pa
             stderr=subprocess.PIPE,
         )
         procs.append(primary)
-        lease = tmp_path / "lease.sqlite"
+        # the standby starts once the primary holds the lease
+        assert wait_for_holder(tmp_path / "lease.sqlite", "primary", 120)
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:  # the standby starts once the primary holds the lease
-            if lease.exists():
-                with sqlite3.connect(lease) as db:
-                    row = db.execute("SELECT holder FROM lease").fetchone()
-                if row and row[0].startswith("primary"):
-                    break
-            time.sleep(0.2)
         standby = subprocess.Popen(
             [
                 EXE,
