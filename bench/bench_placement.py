@@ -12,15 +12,25 @@ import time
 import numpy as np
 
 from bench.common import ROOT, environment, write_section
-from controller.compare import compare, place
+from controller.compare import compare, make_context, place
 from core import loadstats
 from core.scenario import load_scenario
-from placement import correlation
+from placement import baselines, correlation
+from placement.feasible import feasible_set_ratio
+from placement.rod import rod
+from placement.rod_search import improve_feasible_set
 
 
-def exhaustive_ratio(trials: int = 40) -> tuple[float, float]:
+def exhaustive_ratio(trials: int = 40) -> tuple[float, float, float]:
+    """Correlation placement's mean node variance over the best balanced plan's.
+
+    Balanced: the spread of node mean loads is below the pair threshold (0.2), the level at
+    which pair-wise balancing would act; when no plan is balanced the unconstrained optimum is
+    used. Returns (median ratio, share within 1.1x, share of cases already optimal).
+    """
     rng = np.random.default_rng(0)
     ratios = []
+    thr = correlation.CorrelationParams().pair_threshold
     for _ in range(trials):
         m, n = int(rng.integers(4, 9)), int(rng.integers(2, 4))
         t = np.arange(10)
@@ -28,12 +38,15 @@ def exhaustive_ratio(trials: int = 40) -> tuple[float, float]:
         x = rng.uniform(0.05, 0.3, (m, 1)) * (1 + 0.8 * np.sin(2 * np.pi * t / 10 + ph[:, None]))
         a = correlation.initial_placement(x, np.ones(n))
         v = loadstats.variances(loadstats.node_series(x, a, n)).mean()
-        best = min(
-            loadstats.variances(loadstats.node_series(x, np.array(c), n)).mean()
-            for c in itertools.product(range(n), repeat=m)
-        )
+        plans = np.array(list(itertools.product(range(n), repeat=m)))
+        series = np.stack([loadstats.node_series(x, c, n) for c in plans])  # (P, n, k)
+        var = loadstats.variances(series).mean(axis=1)
+        mu = series.mean(axis=2)
+        balanced = mu.max(axis=1) - mu.min(axis=1) < thr
+        best = var[balanced].min() if balanced.any() else var.min()
         ratios.append(v / best if best > 1e-12 else (1.0 if v < 1e-12 else np.inf))
-    return float(np.median(ratios)), float(np.mean(np.array(ratios) <= 1.1))
+    r = np.array(ratios)
+    return float(np.median(r)), float(np.mean(r <= 1.1)), float(np.mean(r <= 1 + 1e-9))
 
 
 def decision_time(n: int, m: int) -> float:
@@ -67,12 +80,27 @@ def main() -> None:
         ["rod", "llf", "connected", "random", "correlation"],
     )
     r0 = rod_rows[0]["feasible_set_ratio"]
+    bsc = load_scenario(ROOT / "scenarios/bursty-rod.yaml")
+    ctx = make_context(bsc)
+    cap = ctx.cluster.capacities()
+    t0 = time.perf_counter()
+    greedy = rod(ctx.units.coeff, cap, ctx.units.edges, seed=bsc.seed)
+    t_greedy = time.perf_counter() - t0
+    g = feasible_set_ratio(ctx.units.coeff, greedy, cap, seed=bsc.seed)
+    improve_feasible_set(ctx.units.coeff, cap, greedy, rounds=16, seed=bsc.seed)  # compile
+    t0 = time.perf_counter()
+    improve_feasible_set(ctx.units.coeff, cap, greedy, rounds=16, seed=bsc.seed)
+    t_search = time.perf_counter() - t0
     t2 = "\n".join(
         f"| {r['algorithm']} | {r['feasible_set_ratio']:.3f} ± {r['feasible_set_error']:.3f} | "
         f"{r0 / r['feasible_set_ratio']:.2f}x | {r['inter_node_arcs']} |"
         for r in rod_rows
     )
-    med, frac = exhaustive_ratio()
+    t2 += (
+        f"\n| rod, greedy only (no search) | {g.ratio:.3f} ± {g.error:.3f} | "
+        f"{r0 / g.ratio:.2f}x | {baselines.inter_node_arcs(ctx.units.edges, greedy)} |"
+    )
+    med, frac, exact = exhaustive_ratio()
     scale = [
         (n, m, decision_time(n, m)) for n, m in [(10, 1000), (50, 5000), (100, 1000), (100, 10000)]
     ]
@@ -94,8 +122,14 @@ Command: `.venv/bin/python -m bench.bench_placement` ({environment()}).
 |---|---|---|---|
 {t2}
 
-Small instances (4-8 operators, 2-3 nodes, 40 random phase-shifted cases): correlation placement's
-node variance over the exhaustive optimum has median {med:.3f}; {frac:.0%} of cases are within 1.1x.
+`rod` is ROD's greedy followed by the iterated local search on the feasible-set ratio
+(`placement/rod_search.py`, 16 rounds, 4096 scrambled-Halton search points that differ from the
+2^14 reporting points). The greedy took {t_greedy * 1000:.0f} ms, the search {t_search:.2f} s.
+
+Small instances (4-8 operators, 2-3 nodes, 40 random phase-shifted cases; target: within 1.1x):
+correlation placement's mean node variance over the exhaustive optimum among balanced plans
+(node mean spread < 0.2, the pair threshold) has median {med:.3f}; {frac:.0%} of cases are within
+1.1x and {exact:.0%} are optimal.
 
 One pair-wise (one-way) decision, k = 10 (target ≤ 100 ms at 100 nodes x 10,000 operators):
 

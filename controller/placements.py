@@ -24,6 +24,7 @@ from controller.policy import (
 from core import loadstats
 from placement import baselines, correlation
 from placement.rod import rod
+from placement.rod_search import improve_feasible_set
 
 __all__ = ["DEMO_PLACEMENTS", "PLACEMENTS", "Correlation", "Fixed", "LeastLoaded", "Static"]
 
@@ -48,6 +49,31 @@ class Static(_Base):
     def __init__(self, name: str, params: dict[str, float] | None = None) -> None:
         super().__init__(params)
         self.name = name
+        self.initial_note = ""
+
+    def _rod(self, ctx: Context, cap: Array) -> IntArray:
+        """ROD's greedy, then the iterated local search on the feasible-set ratio.
+
+        Params: ``seed``; ``search_rounds`` (default 16, 0 turns the search off);
+        ``search_max_units`` (default 300: above it the O(m^2) swap scan is too slow for a
+        start-up decision, and the greedy plan is kept).
+        """
+        seed = int(self.params.get("seed", ctx.seed))
+        a = rod(ctx.units.coeff, cap, ctx.units.edges, seed=seed)
+        rounds = int(self.params.get("search_rounds", 16))
+        limit = int(self.params.get("search_max_units", 300))
+        if rounds <= 0:
+            self.initial_note = "ROD greedy (search off)"
+        elif a.size > limit:
+            self.initial_note = f"ROD greedy ({a.size} units > search_max_units {limit})"
+        else:
+            res = improve_feasible_set(ctx.units.coeff, cap, a, rounds=rounds, seed=seed)
+            a = res.assignment
+            self.initial_note = (
+                f"ROD greedy + local search: search-point feasible ratio "
+                f"{res.ratio_before:.3f} -> {res.ratio_after:.3f} in {res.steps} steps"
+            )
+        return a
 
     def initial(self, ctx: Context, unit_x: Array | None) -> IntArray:
         load = ctx.expected_unit_load() if unit_x is None else loadstats.means(unit_x)
@@ -68,9 +94,7 @@ class Static(_Base):
                 kg[idx] = np.arange(idx.size)
             return kg % cap.size
         if self.name == "rod":
-            return rod(
-                ctx.units.coeff, cap, ctx.units.edges, seed=int(self.params.get("seed", ctx.seed))
-            )
+            return self._rod(ctx, cap)
         raise ValueError(f"placement: unknown static method {self.name!r}")
 
 

@@ -174,9 +174,9 @@ class ControlPolicy:
             policy=self.ctx.settings.ha.policy,
             checkpoint_interval=self.ctx.settings.ha.checkpoint_interval,
         )
-        return Plan(
-            version=0, placement=pl, ha=ha, reason=f"initial placement by {self.initial.name}"
-        )
+        note = getattr(self.initial, "initial_note", "")
+        reason = f"initial placement by {self.initial.name}" + (f": {note}" if note else "")
+        return Plan(version=0, placement=pl, ha=ha, reason=reason)
 
     def decide(self, unit_x: Array, node_x: Array, plan: Plan, obs: Observation) -> Decision:
         """One control round: placement (with failure evacuation), then shedding on its result."""

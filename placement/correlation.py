@@ -7,7 +7,8 @@ the project's algorithm spec:
 * **Global greedy**: the least-loaded node repeatedly takes the operator with the largest
   ``score_G(o, N*) = mean_j rho(o, N_j) - rho(o, N*)`` (o left out of its own node), i.e. the
   operator least correlated with it relative to the other nodes; then one one-way pass and a
-  correlation-improvement pass over node pairs with rho < 0.8.
+  correlation-improvement pass over node pairs with rho < 0.8; then a variance descent over
+  moves and swaps that keeps the means balanced (trimtab extension, ``variance_descent``).
 * **Pairs**: the i-th most loaded node pairs with the i-th least loaded while their mean-load
   difference is >= 0.2.
 * **One-way**: the sender offloads half the difference, best score
@@ -31,6 +32,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from core import loadstats
+from placement.variance_descent import reduce_variance
 
 __all__ = [
     "CorrelationParams",
@@ -62,6 +64,7 @@ class CorrelationParams:
     improve_threshold: float = 0.8
     beta: float = 1.0  # divergent coefficient
     min_samples: int = 3
+    refine_steps: int = 100  # variance descent after the global placement (0: off)
 
 
 @dataclass(frozen=True)
@@ -409,7 +412,8 @@ def improve_correlation(
 def initial_placement(
     unit_x: Array, capacity: Array, p: CorrelationParams = CorrelationParams(), improve: bool = True
 ) -> IntArray:
-    """Global greedy, one one-way pass over imbalanced pairs, then correlation improvement."""
+    """Global greedy, a one-way pass over imbalanced pairs, correlation improvement, then the
+    variance descent (``placement.variance_descent``, ``p.refine_steps`` steps at most)."""
     n = capacity.size
     a = global_greedy(unit_x, n, capacity, p)
     if unit_x.shape[1] >= p.min_samples:
@@ -418,4 +422,8 @@ def initial_placement(
             one_way(unit_x, a, s, r, capacity, p)
         if improve:
             improve_correlation(unit_x, a, capacity, p)
+        if p.refine_steps > 0:
+            reduce_variance(
+                unit_x, a, capacity, p.pair_threshold, p.load_threshold, int(p.refine_steps)
+            )
     return a

@@ -16,7 +16,13 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.stats import qmc
 
-__all__ = ["FeasibleResult", "feasible_set_ratio", "min_plane_distance", "node_coefficients"]
+__all__ = [
+    "FeasibleResult",
+    "feasible_set_ratio",
+    "min_plane_distance",
+    "node_coefficients",
+    "simplex_points",
+]
 
 Array = NDArray[np.float64]
 
@@ -38,7 +44,7 @@ def node_coefficients(coeff: Array, assign: NDArray[np.int64], n: int) -> Array:
     return out
 
 
-def _simplex_points(d: int, count: int, seed: int, scramble: bool) -> Array:
+def simplex_points(d: int, count: int, seed: int, scramble: bool) -> Array:
     """Uniform points in the unit simplex {y >= 0, sum y <= 1} from a Halton sequence."""
     h = qmc.Halton(d, scramble=scramble, seed=seed)
     if not scramble:
@@ -81,9 +87,9 @@ def feasible_set_ratio(
         r = y * (ct / tot[keep])[None, :]  # y in simplex -> rates on the ideal hyperplane region
         return float(np.mean(np.all(r @ ln.T <= capacity[None, :] * (1 + 1e-12), axis=1)))
 
-    main = estimate(_simplex_points(d, points, seed, scramble=False))
+    main = estimate(simplex_points(d, points, seed, scramble=False))
     reps = [
-        estimate(_simplex_points(d, max(points // replicates, 256), seed + 1 + i, True))
+        estimate(simplex_points(d, max(points // replicates, 256), seed + 1 + i, True))
         for i in range(replicates)
     ]
     err = float(np.std(reps, ddof=1) / np.sqrt(replicates)) if replicates > 1 else 0.0

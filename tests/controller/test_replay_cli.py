@@ -108,6 +108,7 @@ def test_initial_method_then_pairwise_rounds() -> None:
     from controller.replay import make_policy, replay_sim
     from core.scenario import load_scenario
     from placement.rod import rod
+    from placement.rod_search import improve_feasible_set
 
     sc = load_scenario(SCENARIOS / "bursty-rod.yaml")
     ctl = sc.controller.model_copy(
@@ -121,9 +122,11 @@ def test_initial_method_then_pairwise_rounds() -> None:
     policy = make_policy(sc)
     plan = policy.initial_plan()
     ctx = policy.ctx
-    assert plan.placement.assignment == tuple(
-        rod(ctx.units.coeff, ctx.cluster.capacities(), ctx.units.edges, seed=sc.seed).tolist()
-    )
+    cap = ctx.cluster.capacities()
+    greedy = rod(ctx.units.coeff, cap, ctx.units.edges, seed=sc.seed)
+    searched = improve_feasible_set(ctx.units.coeff, cap, greedy, rounds=16, seed=sc.seed)
+    assert plan.placement.assignment == tuple(searched.assignment.tolist())
+    assert "ROD greedy + local search" in plan.reason
     res = replay_sim(sc, ticks=60)
     assert not any(d.details.get("phase") == "global" for d in res.decisions)
     bad = sc.model_copy(
