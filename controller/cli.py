@@ -206,13 +206,20 @@ def compare_cmd(
         str | None,
         typer.Option(help="compare availability policies instead: upstream,passive,active,none"),
     ] = None,
+    shedding: Annotated[
+        str | None,
+        typer.Option(help="comma-separated shedding methods: lp,fit,uniform,local,none"),
+    ] = None,
     json_out: Annotated[
         bool, typer.Option("--json", help="print a JSON list, one object per method")
     ] = False,
 ) -> None:
-    """Replay several placement methods on the same seeds, side by side.
+    """Replay several placement (or shedding) methods on the same seeds, side by side.
 
-    Example: trimtab compare scenarios/anticorrelated-diurnal.yaml --placement llf,correlation-oneway
+    With --shedding, each placement runs under each shedding method (one row per pair).
+
+    Examples: trimtab compare scenarios/anticorrelated-diurnal.yaml --placement llf,correlation-oneway
+              trimtab compare scenarios/overload-ramp.yaml --placement least-loaded --shedding lp,uniform,local,none
     """
     from controller.compare import HA_KEYS, compare, compare_ha
 
@@ -221,7 +228,8 @@ def compare_cmd(
         if ha is not None:
             rows = compare_ha(sc, _names(ha), seeds)
         else:
-            rows = compare(sc, _names(placement), seeds)
+            sheds = _names(shedding) if shedding is not None else None
+            rows = compare(sc, _names(placement), seeds, sheds)
     except ValueError as e:
         _fail(str(e))
     if json_out:
@@ -229,6 +237,11 @@ def compare_cmd(
         return
     if ha is not None:
         Console().print(_table(rows, (*HA_KEYS, "mean_latency", "throughput"), "ha"))
+    elif shedding is not None:
+        for r in rows:
+            r["method"] = f"{r['placement']} / {r['shedding']}"
+        keys = ("weighted_throughput", *SUMMARY_KEYS)
+        Console().print(_table(rows, keys, "method"))
     else:
         Console().print(_table(rows, SUMMARY_KEYS, "placement"))
 

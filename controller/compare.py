@@ -49,12 +49,19 @@ def compare_ha(
     return out
 
 
-def compare(scenario: Scenario, placements: list[str], seeds: int = 1) -> list[dict[str, Any]]:
-    """Mean of each replay key per placement over seeds ``scenario.seed .. + seeds - 1``."""
+def compare(
+    scenario: Scenario,
+    placements: list[str],
+    seeds: int = 1,
+    shedding: list[str] | None = None,
+) -> list[dict[str, Any]]:
+    """Mean of each replay key per placement (and per shedding method, when given) over seeds
+    ``scenario.seed .. + seeds - 1``; every row carries ``placement`` and ``shedding``."""
     out = []
-    for name in placements:
+    sheds: list[str | None] = list(shedding) if shedding else [None]
+    for name, shed in [(p, s) for p in placements for s in sheds]:
         runs = [
-            replay_sim(scenario, placement=name, seed=scenario.seed + s).summary
+            replay_sim(scenario, placement=name, seed=scenario.seed + s, shedding=shed).summary
             for s in range(seeds)
         ]
         row: dict[str, Any] = dict(runs[0])
@@ -66,6 +73,7 @@ def compare(scenario: Scenario, placements: list[str], seeds: int = 1) -> list[d
             ):
                 row[k] = float(np.mean([r[k] for r in runs]))
         row["seeds"] = seeds
+        row["shedding"] = shed or scenario.controller.shedding.method
         out.append(row)
     return out
 

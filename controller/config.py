@@ -98,6 +98,12 @@ class SheddingConfig(BaseModel):
     model_config = _STRICT
     method: Literal["none", "lp", "fit", "uniform", "local"] = "lp"
     headroom: float = Field(0.95, gt=0, le=1, description="plan against headroom x capacity")
+    plan_table: bool = Field(
+        False, description="lp: answer from a rate-grid table of plans solved ahead (LRU 4096)"
+    )
+    plan_table_step: float = Field(
+        0.1, gt=0, le=1, description="plan-table grid step, as a fraction of the recent max rate"
+    )
 
 
 class AvailabilityConfig(BaseModel):

@@ -134,7 +134,12 @@ def _controller_spec(settings: Settings, base: ControllerSpec) -> ControllerSpec
         }
     )
     shedding = base.shedding.model_copy(
-        update={"method": settings.shedding.method, "headroom": settings.shedding.headroom}
+        update={
+            "method": settings.shedding.method,
+            "headroom": settings.shedding.headroom,
+            "plan_table": settings.shedding.plan_table,
+            "plan_table_step": settings.shedding.plan_table_step,
+        }
     )
     ha = base.ha.model_copy(update={"policy": settings.availability.policy})
     return base.model_copy(

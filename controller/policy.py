@@ -165,6 +165,7 @@ class ControlPolicy:
         self.last_change_round = -(10**9)
         self.hold_until: dict[int, int] = {}  # unit -> round until which it stays put
         self.pending: dict[str, Any] | None = None  # the last move, judged next round
+        self.plan_table: Any = None  # a shedding.plan_table.PlanTable when enabled
 
     def initial_plan(self) -> Plan:
         """The first plan, from the load model."""
@@ -193,8 +194,20 @@ class ControlPolicy:
         model = shed_model(
             self.ctx.network, self.ctx.units, base.placement.as_array(), cap.size, rates
         )
+        shed_cfg = self.ctx.settings.shedding
+        if shed_cfg.plan_table and self.plan_table is None:
+            from shedding.plan_table import PlanTable
+
+            self.plan_table = PlanTable(step=shed_cfg.plan_table_step)
         sd = decide_shedding(
-            method, self.ctx.settings.shedding.headroom, model, cap, base.shed, self.ctx.cluster.ids
+            method,
+            shed_cfg.headroom,
+            model,
+            cap,
+            base.shed,
+            self.ctx.cluster.ids,
+            self.plan_table,
+            hash(base.placement.assignment),
         )
         details = {**d.details, "shed": sd.details}
         if sd.shed is None:

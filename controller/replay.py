@@ -109,6 +109,7 @@ def replay_sim(
         scenario=scenario.name,
         substrate="sim",
         placement=policy.placement.name,
+        shedding=scenario.controller.shedding.method,
         ticks=int(sim.t),
         seed=scenario.seed,
         plan_version=loop.plan.version,

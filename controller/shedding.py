@@ -16,6 +16,7 @@ from core.plans import ShedPlan
 from core.topology import QueryNetwork, Units
 from shedding import baselines, fit, lp
 from shedding.loadmodel import ShedModel, build_model, placement_matrix
+from shedding.plan_table import PlanTable
 
 __all__ = ["METHODS", "ShedDecision", "decide_shedding", "shed_model", "solve"]
 
@@ -70,8 +71,10 @@ def decide_shedding(
     capacity: NDArray[np.float64],
     current: ShedPlan,
     ids: tuple[str, ...],
+    table: PlanTable | None = None,
+    placement_version: int | None = None,
 ) -> ShedDecision:
-    """Hysteresis around ``solve``: start, switch or stop shedding."""
+    """Hysteresis around ``solve`` (or the plan ``table`` for lp): start, switch or stop."""
     if method == "none":
         return ShedDecision(None, "shedding disabled", {})
     full = lp.node_loads(model, np.ones(len(model.locations)))
@@ -86,12 +89,17 @@ def decide_shedding(
             )
         if not shedding_now:
             return ShedDecision(None, "no node overloaded", info)
-    plan = solve(method, model, capacity, headroom, ids)
-    cur_x = np.array([current.keep_of(loc) for loc in model.locations])
-    eff = cur_x.copy()
-    for i, p in enumerate(model.parent):
-        if p >= 0:
-            eff[i] = cur_x[i] * cur_x[p]
+    if method == "lp" and table is not None:
+        plan = table.lookup(model, capacity, headroom, ids, placement_version)
+        info["plan_table"] = {
+            "hits": table.stats.hits,
+            "misses": table.stats.misses,
+            "replans": table.stats.replans,
+            "entries": len(table.plans),
+        }
+    else:
+        plan = solve(method, model, capacity, headroom, ids)
+    eff = lp.effective(model, np.array([current.keep_of(loc) for loc in model.locations]))
     cur_loads = lp.node_loads(model, eff)
     cur_obj = lp.weighted_output(model, eff)
     infeasible = bool(np.any(cur_loads > limit * (1 + 1e-6)))

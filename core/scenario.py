@@ -232,6 +232,8 @@ class SheddingSettings(BaseModel):
     model_config = _STRICT
     method: Literal["none", "lp", "fit", "uniform", "local"] = "none"
     headroom: float = Field(0.95, gt=0, le=1)
+    plan_table: bool = False  # lp: answer from a rate-grid table of precomputed plans
+    plan_table_step: float = Field(0.1, gt=0, le=1)  # grid step, fraction of the recent max rate
 
 
 class HASettings(BaseModel):
