@@ -11,7 +11,8 @@ For micro-batch b:
    same plan, so a moved key group takes its state along;
 4. ``repartitionById(n, pid)`` the union of input and state, and run the keyed stage per
    partition with ``mapInPandas`` (``operators.update_partition``);
-5. merge the partials of split keys (hash-partitioned by key, deterministic order);
+5. merge the partials of split keys (hash-partitioned by key, deterministic order); keys that
+   are not split are final in their one partition and are written without a second shuffle;
 6. write the batch's output to ``output/batch=<b>`` with overwrite (idempotent), record the
    commit and keep the new state cached; every ``truncate_every`` batches its lineage is cut
    with a reliable checkpoint.
@@ -250,7 +251,7 @@ class SparkPipeline:
             rows_out = 0
         else:
             self._check_fence(batch_id)
-            rows_out = self._write_output(res.where(F.col("tag") == "O"), batch_id)
+            rows_out = self._write_output(res.where(F.col("tag") == "O"), batch_id, plan)
             if self.fault_hook is not None:
                 self.fault_hook(batch_id, "output_written")
             self._check_fence(batch_id)
@@ -395,7 +396,13 @@ class SparkPipeline:
             self.max_ts = max(self.max_ts, st.max_ts)
         return last
 
-    def _write_output(self, partials: DataFrame, batch_id: int) -> int:
+    def output_frame(self, partials: DataFrame, plan: Plan) -> DataFrame:
+        """Final window values from the keyed stage's partials ('O' rows) under ``plan``.
+
+        Only split keys need their partials merged across partitions: every other key's
+        window was computed whole in the one partition that holds it, so its partial is final
+        where it is (no second shuffle). Under ``shuffle`` routing every key is split.
+        """
         q = self.q
 
         def merge(it: Any) -> Any:
@@ -407,7 +414,18 @@ class SparkPipeline:
             )
             yield merge_partials(o, q)
 
-        out = partials.repartition(self.n, "key").mapInPandas(merge, OUTPUT_DDL)
+        if plan.routing.partitioner == "shuffle":
+            return partials.repartition(self.n, "key").mapInPandas(merge, OUTPUT_DDL)
+        if plan.routing.hot:
+            split = F.col("key").isin(sorted(int(k) for k in plan.routing.hot))
+            whole = partials.where(~split).mapInPandas(merge, OUTPUT_DDL)
+            parts = partials.where(split).repartition(self.n, "key")
+            return whole.unionByName(parts.mapInPandas(merge, OUTPUT_DDL))
+        return partials.mapInPandas(merge, OUTPUT_DDL)
+
+    def _write_output(self, partials: DataFrame, batch_id: int, plan: Plan) -> int:
+        """Write the batch's final values to ``output/batch=<b>`` (overwritten on replay)."""
+        out = self.output_frame(partials, plan)
         path = self.output_dir / f"batch={batch_id}"
         out.write.mode("overwrite").parquet(str(path))
         return int(

@@ -297,3 +297,21 @@ def test_shuffle_routing_splits_every_key_and_still_matches(spark, tmp_path: Pat
     pd.testing.assert_frame_equal(got[["key", "window_start"]], exp[["key", "window_start"]])
     np.testing.assert_allclose(got["value"], exp["value"])
     pipe.cleanup()
+
+
+def test_only_split_keys_pay_the_merge_shuffle(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _, q, pipe = make(spark, tmp_path, segments=1)
+    partials = spark.createDataFrame([], pipe._empty.schema)
+
+    def exchanges(p: Plan) -> int:
+        text = pipe.output_frame(partials, p)._jdf.queryExecution().executedPlan().toString()
+        return text.count("Exchange hashpartitioning(key")
+
+    base = plan(q, [0] * q.key_groups)
+    assert exchanges(base) == 0  # table routing: every key's partial is final where it is
+    assert exchanges(plan(q, [0] * q.key_groups, hot={3: ((0, 0.5), (1, 0.5))})) == 1
+    shuffle = base.model_copy(
+        update={"routing": RoutingConfig(partitioner="shuffle", num_partitions=2)}
+    )
+    assert exchanges(shuffle) == 1
+    pipe.cleanup()
