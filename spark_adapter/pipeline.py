@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark import StorageLevel, TaskContext
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -62,6 +63,14 @@ def _uniform(col: str, seed: int) -> Column:
     return F.shiftrightunsigned(F.xxhash64(F.col(col), F.lit(seed).cast("long")), 11).cast(
         "double"
     ) / float(1 << 53)
+
+
+def _uniform_sql(col: str, seed: int) -> str:
+    """The same uniform as ``_uniform``, as a SQL expression."""
+    return (
+        f"(CAST(shiftrightunsigned(xxhash64({col}, CAST({int(seed)} AS BIGINT)), 11) AS DOUBLE)"
+        f" / {float(1 << 53)!r}D)"
+    )
 
 
 class SparkPipeline:
@@ -102,36 +111,40 @@ class SparkPipeline:
         self._segs: list[tuple[int, int, float, int]] = []  # first id, last id, last ts, segment
         spark.sparkContext.setCheckpointDir(str(self.dir / "rdd-checkpoints"))
         self._empty = spark.createDataFrame([], ROW_DDL)
+        self.phases: dict[int, dict[str, float]] = {}
 
     # ------------------------------------------------------------------ routing
-    def _pid(self, plan: Plan, u: Column, state: bool = False) -> Column:
+    def _pid(self, plan: Plan, u_sql: str, state: bool = False) -> Column:
         """Partition of a row from its key group (``kg`` column) and key, under ``plan``.
 
         Routing ``shuffle`` spreads every row round-robin-like (a hash of the event id) and
         leaves state partials where they are: every key is split and merged downstream.
+        Otherwise the key group's partition comes from the placement table, and a split hot
+        key picks the quota whose cumulative share first exceeds the row's uniform ``u_sql``.
+        The expression is built as one SQL string: one parse instead of a py4j call per
+        literal, which matters when many keys are hot.
         """
         if plan.routing.partitioner == "shuffle":
             if state:
                 return F.col("pid").cast("int")
-            return F.pmod(
-                F.xxhash64(F.col("event_id"), F.lit(ROUTE_SEED).cast("long")), F.lit(self.n)
-            ).cast("int")
-        table = self.table(plan)
-        cold = F.element_at(F.array(*[F.lit(int(p)) for p in table]), F.col("kg") + 1)
+            return F.expr(
+                f"CAST(pmod(xxhash64(event_id, CAST({ROUTE_SEED} AS BIGINT)), {self.n}) AS INT)"
+            )
+        cold = f"element_at(array({', '.join(str(int(p)) for p in self.table(plan))}), kg + 1)"
         hot = plan.routing.hot
         if not hot:
-            return cold.cast("int")
+            return F.expr(f"CAST({cold} AS INT)")
         entries = []
         for key, quotas in sorted(hot.items()):
             cum, arr = 0.0, []
             for i, (pid, frac) in enumerate(quotas):
                 cum += frac
                 hi = 2.0 if i == len(quotas) - 1 else cum  # the last quota takes the rest
-                arr.append(F.struct(F.lit(float(hi)).alias("hi"), F.lit(int(pid)).alias("pid")))
-            entries += [F.lit(int(key)).cast("long"), F.array(*arr)]
-        choices = F.try_element_at(F.create_map(*entries), F.col("key"))
-        pick = F.try_element_at(F.filter(choices, lambda x: x["hi"] > u), F.lit(1))["pid"]
-        return F.coalesce(pick, cold).cast("int")
+                arr.append(f"named_struct('hi', CAST({float(hi)!r} AS DOUBLE), 'pid', {int(pid)})")
+            entries.append(f"CAST({int(key)} AS BIGINT), array({', '.join(arr)})")
+        choices = f"try_element_at(map({', '.join(entries)}), key)"
+        pick = f"try_element_at(filter({choices}, x -> x.hi > {u_sql}), 1).pid"
+        return F.expr(f"CAST(coalesce({pick}, {cold}) AS INT)")
 
     def table(self, plan: Plan) -> list[int]:
         """Key group -> partition, from the placement of the keyed operator's units."""
@@ -177,7 +190,7 @@ class SparkPipeline:
             F.col("v").alias("mx"),
             F.col("event_id"),
         )
-        rows = rows.withColumn("pid", self._pid(plan, _uniform("event_id", ROUTE_SEED)))
+        rows = rows.withColumn("pid", self._pid(plan, _uniform_sql("event_id", ROUTE_SEED)))
         return rows.select(
             *ROW_COLUMNS[:9],
             "pid",
@@ -191,7 +204,7 @@ class SparkPipeline:
         return state.select(
             F.lit("S").alias("tag"),
             *ROW_COLUMNS[1:9],
-            self._pid(plan, F.lit(0.0), state=True).alias("pid"),
+            self._pid(plan, "0.0D", state=True).alias("pid"),
             F.col("pid").alias("prev_pid"),
             "rows",
             "busy_s",
@@ -205,6 +218,7 @@ class SparkPipeline:
         without writing output or committing again.
         """
         t0 = time.perf_counter()
+        marks = [("start", t0)]
         plan, pin = self.log.resolve(batch_id, self.plans, self.max_ts)
         if self.fault_hook is not None and not refold:
             self.fault_hook(batch_id, "start")
@@ -243,19 +257,30 @@ class SparkPipeline:
             .persist(StorageLevel.MEMORY_AND_DISK)
         )
         state = res.where(F.col("tag") == "S").persist(StorageLevel.MEMORY_AND_DISK)
+        marks.append(("plan", time.perf_counter()))
         state_rows = state.count()
+        marks.append(("fold", time.perf_counter()))
         checkpointed = bool(self.truncate_every and (batch_id + 1) % self.truncate_every == 0)
         if checkpointed:
             state = state.checkpoint(eager=True)  # reliable: cuts lineage, survives executor loss
+        marks.append(("checkpoint", time.perf_counter()))
+        split_keys = self._split_keys(plan)
+        is_split = F.col("key").isin(split_keys) if split_keys else F.lit(False)
+        wanted = F.col("tag").isin("T", "K", "H") | ((F.col("tag") == "O") & is_split)
+        collected = res.where(wanted).toPandas()  # statistics + the split keys' partials
+        marks.append(("stats", time.perf_counter()))
+        split = collected[collected["tag"] == "O"]
+        stats = collected[collected["tag"] != "O"]
         if refold:
             rows_out = 0
         else:
             self._check_fence(batch_id)
-            rows_out = self._write_output(res.where(F.col("tag") == "O"), batch_id, plan)
+            whole = res.where((F.col("tag") == "O") & ~is_split)
+            rows_out = self._write_output(whole, batch_id, plan, split)
+            marks.append(("output", time.perf_counter()))
             if self.fault_hook is not None:
                 self.fault_hook(batch_id, "output_written")
             self._check_fence(batch_id)
-        stats = res.where(F.col("tag").isin("T", "K", "H")).toPandas()
         res.unpersist()
         old = self.states.pop(batch_id - 2, None)
         if old is not None:
@@ -283,6 +308,10 @@ class SparkPipeline:
             if self.snapshot_every and (batch_id + 1) % self.snapshot_every == 0:
                 self.snapshot(batch_id, state)
             self._retain(batch_id, st.event_range, checkpointed)
+        marks.append(("commit", time.perf_counter()))
+        self.phases[batch_id] = {
+            name: round(t - marks[i][1], 4) for i, (name, t) in enumerate(marks[1:])
+        }  # seconds per phase of the batch: where a slow batch spent its time
         if st.max_ts > self.max_ts:
             self.max_ts = st.max_ts
         if refold:
@@ -396,12 +425,20 @@ class SparkPipeline:
             self.max_ts = max(self.max_ts, st.max_ts)
         return last
 
-    def output_frame(self, partials: DataFrame, plan: Plan) -> DataFrame:
-        """Final window values from the keyed stage's partials ('O' rows) under ``plan``.
+    def _split_keys(self, plan: Plan) -> list[int]:
+        """Keys whose partials sit in several partitions and are merged on the driver."""
+        if plan.routing.partitioner == "shuffle":
+            return []  # every key is split: merged on the cluster instead
+        return sorted(int(k) for k in plan.routing.hot)
 
-        Only split keys need their partials merged across partitions: every other key's
-        window was computed whole in the one partition that holds it, so its partial is final
-        where it is (no second shuffle). Under ``shuffle`` routing every key is split.
+    def output_frame(self, partials: DataFrame, plan: Plan) -> DataFrame:
+        """Final window values of the keys that are not split, from their 'O' partials.
+
+        A key that is not split had its window computed whole in the one partition holding
+        it, so its partial is final where it is: no second shuffle. Under ``shuffle`` routing
+        every key is split and the partials are merged by a hash repartition on the key. (Split
+        hot keys of other routings are few; their partials travel to the driver with the
+        batch's statistics and are merged there, see ``_write_output``.)
         """
         q = self.q
 
@@ -416,18 +453,27 @@ class SparkPipeline:
 
         if plan.routing.partitioner == "shuffle":
             return partials.repartition(self.n, "key").mapInPandas(merge, OUTPUT_DDL)
-        if plan.routing.hot:
-            split = F.col("key").isin(sorted(int(k) for k in plan.routing.hot))
-            whole = partials.where(~split).mapInPandas(merge, OUTPUT_DDL)
-            parts = partials.where(split).repartition(self.n, "key")
-            return whole.unionByName(parts.mapInPandas(merge, OUTPUT_DDL))
         return partials.mapInPandas(merge, OUTPUT_DDL)
 
-    def _write_output(self, partials: DataFrame, batch_id: int, plan: Plan) -> int:
-        """Write the batch's final values to ``output/batch=<b>`` (overwritten on replay)."""
+    def _write_output(
+        self, partials: DataFrame, batch_id: int, plan: Plan, split: pd.DataFrame
+    ) -> int:
+        """Write the batch's final values to ``output/batch=<b>`` (overwritten on replay): the
+        cluster writes the whole keys, the driver adds the merged split keys as one file."""
         out = self.output_frame(partials, plan)
         path = self.output_dir / f"batch={batch_id}"
         out.write.mode("overwrite").parquet(str(path))
+        if len(split):
+            merged = merge_partials(split, self.q)
+            table = pa.Table.from_pandas(
+                merged[["key", "window_start", "value"]].astype(
+                    {"key": "int64", "window_start": "float64", "value": "float64"}
+                ),
+                preserve_index=False,
+            )
+            tmp = path / ".split-keys.parquet.tmp"
+            pq.write_table(table, tmp)
+            tmp.rename(path / "part-split-keys.parquet")
         return int(
             sum(pq.ParquetFile(p).metadata.num_rows for p in path.glob("*.parquet"))
         )  # metadata only
