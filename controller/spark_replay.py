@@ -167,6 +167,14 @@ def replay_spark(
     return ReplayResult(summary=summary, series=series, decisions=loop.records)
 
 
+def _mean_phases(pipe: Any, batches: list[int]) -> dict[str, float]:
+    """Mean seconds per phase (plan, fold, checkpoint, stats, output, commit) of the batches."""
+    rows = [pipe.phases[b] for b in batches if b in pipe.phases]
+    if not rows:
+        return {}
+    return {k: round(float(np.mean([r.get(k, 0.0) for r in rows])), 4) for k in rows[0]}
+
+
 def _migrations(plans: list[Any]) -> int:
     moves = 0
     for a, b in itertools.pairwise(plans):
@@ -213,6 +221,7 @@ def _summary(
         "batches": len(real),
         "throughput": sum(int(s.rows.sum()) for s in timed) / max(float(dur.sum()), 1e-9),
         "warmup_batches_excluded": len(real) - len(timed),
+        "batch_phases_mean_s": _mean_phases(pipe, [s.batch_id for s in timed]),
         "mean_latency": float(dur.mean()),
         "p99_latency": float(np.quantile(dur, 0.99)),
         "batch_duration_p50": float(np.quantile(dur, 0.5)),

@@ -65,6 +65,11 @@ def _uniform(col: str, seed: int) -> Column:
     ) / float(1 << 53)
 
 
+def _first_quota(quotas: tuple[tuple[int, float], ...]) -> int:
+    """The partition a row with uniform 0 picks: the first quota with a positive share."""
+    return next((int(p) for p, f in quotas if f > 0), int(quotas[-1][0]))
+
+
 def _uniform_sql(col: str, seed: int) -> str:
     """The same uniform as ``_uniform``, as a SQL expression."""
     return (
@@ -134,6 +139,14 @@ class SparkPipeline:
         hot = plan.routing.hot
         if not hot:
             return F.expr(f"CAST({cold} AS INT)")
+        keys = ", ".join(f"CAST({int(k)} AS BIGINT)" for k in sorted(hot))
+        if state:  # a split key's state waits at its first quota: no per-row choice needed
+            first = ", ".join(
+                f"CAST({int(k)} AS BIGINT), {_first_quota(q)}" for k, q in sorted(hot.items())
+            )
+            return F.expr(
+                f"CAST(CASE WHEN key IN ({keys}) THEN element_at(map({first}), key) ELSE {cold} END AS INT)"
+            )
         entries = []
         for key, quotas in sorted(hot.items()):
             cum, arr = 0.0, []
@@ -142,9 +155,10 @@ class SparkPipeline:
                 hi = 2.0 if i == len(quotas) - 1 else cum  # the last quota takes the rest
                 arr.append(f"named_struct('hi', CAST({float(hi)!r} AS DOUBLE), 'pid', {int(pid)})")
             entries.append(f"CAST({int(key)} AS BIGINT), array({', '.join(arr)})")
-        choices = f"try_element_at(map({', '.join(entries)}), key)"
-        pick = f"try_element_at(filter({choices}, x -> x.hi > {u_sql}), 1).pid"
-        return F.expr(f"CAST(coalesce({pick}, {cold}) AS INT)")
+        choices = f"element_at(map({', '.join(entries)}), key)"
+        pick = f"element_at(filter({choices}, x -> x.hi > {u_sql}), 1).pid"
+        # the IN set (a hash set) keeps cold rows away from the map scan and the lambda
+        return F.expr(f"CAST(CASE WHEN key IN ({keys}) THEN {pick} ELSE {cold} END AS INT)")
 
     def table(self, plan: Plan) -> list[int]:
         """Key group -> partition, from the placement of the keyed operator's units."""
