@@ -424,6 +424,14 @@ def pipeline_run(
         int | None, typer.Option(help="fault injection: die after writing this batch's output")
     ] = None,
     result: Annotated[Path | None, typer.Option(help="write a JSON result here")] = None,
+    mtbf_s: Annotated[
+        float | None,
+        typer.Option(
+            min=1.0,
+            help="mean time between failures: snapshot interval from Young/Daly on the measured"
+            " snapshot cost (starting at --snapshot-every)",
+        ),
+    ] = None,
 ) -> None:
     """A pipeline driver with a lease: the primary runs; a warm standby takes over when it dies.
 
@@ -442,6 +450,7 @@ def pipeline_run(
             snapshot_every,
             kill_after_output,
             result,
+            mtbf_s=mtbf_s,
         )
     except (ValueError, RuntimeError) as e:
         _fail(str(e), 1)

@@ -100,6 +100,7 @@ def replay_spark(
             loop_box["loop"].tick()
 
     pipe = SparkPipeline(spark, q, work, partitions, on_batch=after_batch)
+    apply_ha(pipe, scenario.controller.ha.policy, scenario.controller.ha.checkpoint_interval)
     sub = SparkSubstrate(pipe, list(q.sides), scenario.tick_s)
     loop = ControlLoop(sub, policy, window_k=scenario.controller.window_k)
     loop_box["loop"] = loop
@@ -167,6 +168,25 @@ def replay_spark(
     return ReplayResult(summary=summary, series=series, decisions=loop.records)
 
 
+def apply_ha(pipe: Any, policy: str, k: int) -> None:
+    """Map an availability policy onto the pipeline's mechanisms.
+
+    upstream: the input log is trimmed only past reliable state checkpoints (every ``k``
+    batches); passive: Parquet state snapshots every ``k`` batches, the log trimmed past them;
+    active: cached state replicated on two executors (plus upstream retention); none: nothing
+    is trimmed and nothing is replicated.
+    """
+    if policy == "none":
+        return
+    if policy not in ("upstream", "passive", "active"):
+        raise ValueError(f"ha.policy: unknown policy {policy!r}")
+    pipe.truncate_every = k
+    pipe.retention = "passive" if policy == "passive" else "upstream"
+    if policy == "passive":
+        pipe.snapshot_every = k
+    pipe.replicate_state = policy == "active"
+
+
 def _mean_phases(pipe: Any, batches: list[int]) -> dict[str, float]:
     """Mean seconds per phase (plan, fold, checkpoint, stats, output, commit) of the batches."""
     rows = [pipe.phases[b] for b in batches if b in pipe.phases]
@@ -221,6 +241,7 @@ def _summary(
         "batches": len(real),
         "throughput": sum(int(s.rows.sum()) for s in timed) / max(float(dur.sum()), 1e-9),
         "warmup_batches_excluded": len(real) - len(timed),
+        "ha_policy": sc.controller.ha.policy,
         "batch_phases_mean_s": _mean_phases(pipe, [s.batch_id for s in timed]),
         "mean_latency": float(dur.mean()),
         "p99_latency": float(np.quantile(dur, 0.99)),
@@ -242,6 +263,19 @@ def _summary(
         "output_matches_reference": matches,
         "wall_s": wall,
         "partition_rows": [int(x) for x in np.sum([s.rows for s in real], axis=0)] if real else [],
+        "partition_busy_per_batch_s": (
+            [round(float(x), 4) for x in np.mean([s.busy_s for s in timed], axis=0)]
+            if timed
+            else []
+        ),
+        "busy_s_per_row": (
+            float(
+                sum(float(s.busy_s.sum()) for s in timed)
+                / max(1, sum(int(s.rows.sum()) for s in timed))
+            )
+            if timed
+            else 0.0
+        ),
         "partition_busy_s": [round(float(x), 4) for x in np.sum([s.busy_s for s in real], axis=0)]
         if real
         else [],

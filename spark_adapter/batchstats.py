@@ -20,7 +20,13 @@ import pandas as pd
 from core.cluster import NodeStatus
 from core.observation import Observation
 
-__all__ = ["BatchStats", "observation_from_batches", "read_batch_stats", "write_batch_stats"]
+__all__ = [
+    "BatchStats",
+    "observation_from_batches",
+    "partition_status",
+    "read_batch_stats",
+    "write_batch_stats",
+]
 
 
 @dataclass
@@ -95,6 +101,20 @@ def read_batch_stats(path: Path) -> BatchStats:
     )
 
 
+def partition_status(st: BatchStats, n: int) -> tuple[NodeStatus, ...]:
+    """Capacity of the partitions as the controller's nodes see it after batch ``st``.
+
+    Spark runs the partitions on whatever executors are alive. With fewer live executors than
+    partitions (one was lost for good), the surplus partitions (the highest-numbered) are
+    reported DOWN: their capacity is gone, so the controller re-places their key groups onto
+    the surviving partitions and sheds any shortfall. They are UP again once executors return.
+    """
+    live = st.info.get("live_executors")
+    if live is None or live >= n:
+        return tuple([NodeStatus.UP] * n)
+    return tuple(NodeStatus.UP if i < max(int(live), 1) else NodeStatus.DOWN for i in range(n))
+
+
 def observation_from_batches(
     batches: list[BatchStats], n: int, streams: list[str], tick_s: float, plan_version: int
 ) -> Observation:
@@ -136,7 +156,7 @@ def observation_from_batches(
         unit_load=unit,
         node_load=node,
         input_rates=rates,
-        node_status=tuple([NodeStatus.UP] * n),
+        node_status=partition_status(last, n),
         backlog_s=np.zeros(n),
         latency_s=float(np.mean([b.duration_s for b in batches])),
         plan_version=plan_version,

@@ -38,6 +38,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from core.plans import Plan
+from ha.passive_standby import CheckpointCadence
 from ha.upstream_backup import UpstreamBackup
 from shedding.drops import drop_seed
 from spark_adapter.actuator import PlanLog, PlanStore
@@ -63,6 +64,21 @@ def _uniform(col: str, seed: int) -> Column:
     return F.shiftrightunsigned(F.xxhash64(F.col(col), F.lit(seed).cast("long")), 11).cast(
         "double"
     ) / float(1 << 53)
+
+
+def live_executor_count(spark: SparkSession) -> Callable[[], int]:
+    """Executors registered with the driver now (block managers other than the driver's).
+
+    In ``local[N]`` the driver runs the tasks itself and cannot lose an executor: unbounded.
+    """
+    sc = spark.sparkContext
+
+    def count() -> int:
+        if sc.master.startswith("local") and not sc.master.startswith("local-cluster"):
+            return 1 << 30
+        return max(0, int(sc._jsc.sc().getExecutorMemoryStatus().size()) - 1)
+
+    return count
 
 
 def _first_quota(quotas: tuple[tuple[int, float], ...]) -> int:
@@ -105,7 +121,12 @@ class SparkPipeline:
         self.fault_hook: Callable[[int, str], None] | None = None
         self.fence: Callable[[], bool] | None = None  # True while this driver may commit
         self.snapshot_every = 0  # passive standby: a Parquet state snapshot every k batches
+        # or, when set, k from Young/Daly on the measured snapshot cost (ha.passive_standby)
+        self.cadence: CheckpointCadence | None = None
         self.retention = "none"  # input-log trimming: "none" (keep all), "upstream" or "passive"
+        # active standby: every cached state block on two executors, so losing one executor
+        # loses no state and nothing is recomputed from lineage
+        self.replicate_state = False
         self.backup = UpstreamBackup()
         self.trim_log: list[
             tuple[int, int, int]
@@ -117,6 +138,7 @@ class SparkPipeline:
         spark.sparkContext.setCheckpointDir(str(self.dir / "rdd-checkpoints"))
         self._empty = spark.createDataFrame([], ROW_DDL)
         self.phases: dict[int, dict[str, float]] = {}
+        self.live_executors = live_executor_count(spark)
 
     # ------------------------------------------------------------------ routing
     def _pid(self, plan: Plan, u_sql: str, state: bool = False) -> Column:
@@ -270,7 +292,10 @@ class SparkPipeline:
             .mapInPandas(fold, ROW_DDL)
             .persist(StorageLevel.MEMORY_AND_DISK)
         )
-        state = res.where(F.col("tag") == "S").persist(StorageLevel.MEMORY_AND_DISK)
+        level = (
+            StorageLevel.MEMORY_AND_DISK_2 if self.replicate_state else StorageLevel.MEMORY_AND_DISK
+        )
+        state = res.where(F.col("tag") == "S").persist(level)
         marks.append(("plan", time.perf_counter()))
         state_rows = state.count()
         marks.append(("fold", time.perf_counter()))
@@ -319,8 +344,16 @@ class SparkPipeline:
                     "keep": {s: plan.shed.keep_of(s) for s in q.sides},
                 },
             )
-            if self.snapshot_every and (batch_id + 1) % self.snapshot_every == 0:
+            if self.cadence is not None:
+                due = self.cadence.batch_done(st.duration_s)
+            else:
+                due = bool(self.snapshot_every and (batch_id + 1) % self.snapshot_every == 0)
+            if due:
+                t_snap = time.perf_counter()
                 self.snapshot(batch_id, state)
+                if self.cadence is not None:
+                    k = self.cadence.checkpointed(time.perf_counter() - t_snap)
+                    st.info["snapshot_every"] = k  # the Young/Daly interval from now on
             self._retain(batch_id, st.event_range, checkpointed)
         marks.append(("commit", time.perf_counter()))
         self.phases[batch_id] = {
@@ -539,6 +572,7 @@ class SparkPipeline:
             rows_out=rows_out,
             event_range=ev,
             max_ts=max_ts,
+            info={"live_executors": self.live_executors(), "phases": self.phases.get(batch_id, {})},
         )
 
     def _segment_span(self, lo: int, hi: int) -> tuple[tuple[int, int], float]:

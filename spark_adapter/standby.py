@@ -115,6 +115,7 @@ def run_driver(
     snapshot_every: int = 2,
     kill_after_output: int | None = None,
     result_file: str | Path | None = None,
+    mtbf_s: float | None = None,
 ) -> dict[str, Any]:
     """Run a pipeline driver as ``primary`` or warm ``standby`` over ``workdir``'s input log.
 
@@ -163,6 +164,10 @@ def run_driver(
     threading.Thread(target=heartbeat, daemon=True).start()
     pipe.retention = "passive"
     pipe.snapshot_every = snapshot_every
+    if mtbf_s is not None:  # Young/Daly from the measured snapshot cost, starting at k
+        from ha.passive_standby import CheckpointCadence
+
+        pipe.cadence = CheckpointCadence(mtbf_s, k=snapshot_every, hi=max(50, snapshot_every))
     pipe.fence = lambda: lease.valid(epoch)
     first_commit: list[float] = []
 

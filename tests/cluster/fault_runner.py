@@ -1,7 +1,9 @@
 """Runs one executor-fault scenario on a fresh local-cluster and prints a JSON result.
 
 Invoked by test_failures.py in its own process (one SparkContext per process).
-Usage: python -m tests.cluster.fault_runner MODE WORKDIR   (MODE: none, kill, lose, stop)
+Usage: python -m tests.cluster.fault_runner MODE WORKDIR
+MODE: none, kill, kill-active (replicated state: the active-standby mapping), lose (with the
+controller in the loop, which must re-place the lost capacity's key groups), stop
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ FAULT_BATCH = 2
 
 
 def main(mode: str, workdir: str) -> None:
+    active = mode.endswith("-active")
+    mode = mode.removesuffix("-active")
     sc = load_scenario(ROOT / "scenarios" / "zipf-hotkey-shift.yaml")
     q = compile_query(sc)
     spark = make_session(
@@ -50,19 +54,20 @@ def main(mode: str, workdir: str) -> None:
     work = Path(workdir)
     pipe = SparkPipeline(spark, q, work, 2, truncate_every=2)
     pipe.retention = "upstream"
+    pipe.replicate_state = active
     pipe.input.generate(sc, 6, scale=0.15)
     events = pipe.input.read()  # the reference needs all input; the log itself gets trimmed
     units = tuple(f"{q.op_id}#{i}" for i in range(q.key_groups))
-    pipe.plans.publish(
-        Plan(
-            version=0,
-            placement=Placement(
-                units=units,
-                nodes=("p0", "p1"),
-                assignment=tuple(i % 2 for i in range(q.key_groups)),
-            ),
-        )
+    plan0 = Plan(
+        version=0,
+        placement=Placement(
+            units=units,
+            nodes=("p0", "p1"),
+            assignment=tuple(i % 2 for i in range(q.key_groups)),
+        ),
     )
+    if mode != "lose":
+        pipe.plans.publish(plan0)
     deadline = time.monotonic() + 60
     while len(executor_pids(app)) < 2 and time.monotonic() < deadline:
         spark.range(10).count()
@@ -96,6 +101,18 @@ def main(mode: str, workdir: str) -> None:
             threading.Timer(0.8, lambda: stop_executor(app, target, 20.0)).start()
 
     pipe.fault_hook = hook
+    loop = None
+    if mode == "lose":  # the controller in the loop: it must re-place the lost partition's groups
+        from controller.loop import ControlLoop
+        from controller.policy import PLACEMENTS, ControlPolicy
+        from controller.spark_replay import spark_context
+        from spark_adapter.substrate import SparkSubstrate
+
+        ctx = spark_context(sc, q, 2, 0.15)
+        policy = ControlPolicy(ctx, PLACEMENTS["least-loaded"]({}))
+        loop = ControlLoop(SparkSubstrate(pipe, list(q.sides), sc.tick_s), policy, window_k=2)
+        loop.start()
+        pipe.on_batch = lambda st: loop.tick()
     if monitor is not None:
         threading.Thread(target=watch, daemon=True).start()
     pipe.run_available()
@@ -131,6 +148,10 @@ def main(mode: str, workdir: str) -> None:
         "fenced": monitor.fenced if monitor else [],
         "detected_after_s": None,
         "monitor_errors": errors[:5],
+        "state_replicated": active,
+        "decisions": [d.reason for d in loop.records] if loop is not None else [],
+        "final_assignment": list(pipe.plans.load_current().placement.assignment),
+        "statuses": [pipe.stats[b].info.get("live_executors") for b in sorted(pipe.stats)],
     }
     if monitor is not None and fault_at:
         downs = [t for t in monitor.transitions if t.new.value == "down"]

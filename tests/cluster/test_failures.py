@@ -50,11 +50,23 @@ def test_kill9_executor_in_the_middle_of_a_batch(tmp_path: Path) -> None:
     assert res["affected_batch_s"] <= 2 * res["normal_batch_s"] + 20
 
 
+def test_kill9_with_replicated_state_recovers_within_two_batches(tmp_path: Path) -> None:
+    res = run_fault("kill-active", tmp_path)
+    check_common(res)
+    assert res["state_replicated"]
+    # the active-standby mapping: no state to recompute, only the dead executor's tasks rerun
+    assert res["affected_batch_s"] <= 2 * res["normal_batch_s"] + 1.0, res["durations"]
+
+
 def test_lose_one_executor_permanently(tmp_path: Path) -> None:
     res = run_fault("lose", tmp_path)
     check_common(res)
     assert res["executors_after"] == 1  # not replaced: the rest ran on the survivor
     assert res["affected_batch_s"] <= 60
+    # the controller saw the capacity go and re-placed the lost partition's key groups
+    assert min(res["statuses"]) == 1, res["statuses"]
+    assert any("off failed nodes" in r for r in res["decisions"]), res["decisions"]
+    assert set(res["final_assignment"]) == {0}, res["final_assignment"]
 
 
 def test_stop_executor_longer_than_the_detector_timeout(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ import numpy as np
 import pulp
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from core.topology import OperatorSpec, QueryNetwork
 from shedding import lp
