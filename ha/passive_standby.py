@@ -49,8 +49,8 @@ class CheckpointCadence:
     >>> c = CheckpointCadence(mtbf_s=3600, k=2)
     >>> [c.batch_done(1.0) for _ in range(2)]
     [False, True]
-    >>> c.checkpointed(0.5)
-    60
+    >>> c.checkpointed(0.5)  # sqrt(2 * 0.5 * 3600) / 1 = 60, capped at hi = 50
+    50
     >>> c = CheckpointCadence(mtbf_s=60, k=2)
     >>> _ = c.batch_done(2.0); _ = c.batch_done(2.0)
     >>> c.checkpointed(0.2)  # sqrt(2 * 0.2 * 60) / 2 = 2.4

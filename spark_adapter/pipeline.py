@@ -634,8 +634,9 @@ class SparkPipeline:
 
     def flush(self) -> BatchStats:
         """Close every remaining window: an empty batch with an infinite watermark."""
-        last = max(self.stats) if self.stats else -1
-        b = last + 1
+        committed = self.log.committed()
+        last = max(max(self.stats, default=-1), max(committed, default=-1))
+        b = last + 1  # after a restore the stats are empty: continue after the last commit
         saved = self.max_ts
         self.max_ts = math.inf
         empty = self.spark.createDataFrame([], INPUT_SCHEMA_DDL)
