@@ -101,6 +101,7 @@ def replay_spark(
 
     pipe = SparkPipeline(spark, q, work, partitions, on_batch=after_batch)
     apply_ha(pipe, scenario.controller.ha.policy, scenario.controller.ha.checkpoint_interval)
+    pipe.window_drops = scenario.controller.shedding.window_drops
     sub = SparkSubstrate(pipe, list(q.sides), scenario.tick_s)
     loop = ControlLoop(sub, policy, window_k=scenario.controller.window_k)
     loop_box["loop"] = loop

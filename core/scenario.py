@@ -234,6 +234,7 @@ class SheddingSettings(BaseModel):
     headroom: float = Field(0.95, gt=0, le=1)
     plan_table: bool = False  # lp: answer from a rate-grid table of precomputed plans
     plan_table_step: float = Field(0.1, gt=0, le=1)  # grid step, fraction of the recent max rate
+    window_drops: bool = False  # Spark: shed whole windows (exact subset) instead of tuples
 
 
 class HASettings(BaseModel):

@@ -128,6 +128,15 @@ class PlanLog:
         self._db.execute("INSERT INTO pins VALUES (?,?,?,?)", (batch_id, plan.version, wm_prev, wm))
         return plan, BatchPin(batch_id, plan.version, wm_prev, wm, False)
 
+    def pin_rows(self) -> list[tuple[int, int, float, float]]:
+        """All pins as (batch id, plan version, watermark before, watermark), in batch order."""
+        return [
+            (int(b), int(v), float(a), float(w))
+            for b, v, a, w in self._db.execute(
+                "SELECT batch_id, plan_version, wm_prev, wm FROM pins ORDER BY batch_id"
+            )
+        ]
+
     def pin_of(self, batch_id: int) -> int | None:
         """The plan version pinned for ``batch_id``."""
         row = self._db.execute(

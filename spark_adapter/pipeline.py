@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import numpy as np
 import pandas as pd
@@ -41,6 +42,14 @@ from core.plans import Plan
 from ha.passive_standby import CheckpointCadence
 from ha.upstream_backup import UpstreamBackup
 from shedding.drops import drop_seed
+from shedding.window_drops import (
+    WINDOW_BATCH,
+    block_size,
+    early_keep_mask,
+    floor_steps,
+    window_floor,
+    window_uniform,
+)
 from spark_adapter.actuator import PlanLog, PlanStore
 from spark_adapter.batchstats import BatchStats, write_batch_stats
 from spark_adapter.operators import (
@@ -127,6 +136,9 @@ class SparkPipeline:
         # active standby: every cached state block on two executors, so losing one executor
         # loses no state and nothing is recomputed from lineage
         self.replicate_state = False
+        # shed whole windows (shedding.window_drops) instead of single tuples: the output is
+        # then a subset of the exact answer
+        self.window_drops = False
         self.backup = UpstreamBackup()
         self.trim_log: list[
             tuple[int, int, int]
@@ -195,6 +207,43 @@ class SparkPipeline:
             table.append(plan.placement.assignment[ids.index(uid)] % self.n)
         return table
 
+    def window_keep(self, plan: Plan) -> float:
+        """A window's keep fraction under ``plan``: the smallest of its input streams'."""
+        return min(float(plan.shed.keep_of(s)) for s in self.q.sides)
+
+    def window_emit_condition(self, plan: Plan, batch_id: int, wm_prev: float) -> Column:
+        """Window-aware drops: emit window j only if ``u(j) < floor_j`` (``shedding.window_drops``).
+
+        The floor is a step function of the window start, built from the pinned watermarks and
+        plans of the earlier batches; only steps that windows closing now can reach are kept.
+        """
+        hist = [r for r in self.log.pin_rows() if r[0] <= batch_id]
+        next_wm = [hist[i + 1][3] for i in range(len(hist) - 1)]
+        keeps = [self.window_keep(self.plans.load(v)) for _, v, _, _ in hist[:-1]]
+        th, val, default = floor_steps(next_wm, keeps, self.window_keep(plan))
+        lo = (
+            -math.inf
+            if wm_prev == -math.inf
+            else (math.floor((wm_prev - self.q.size_s) / self.q.slide_s + 1e-9) + 1)
+            * self.q.slide_s
+        )  # the earliest start of a window this batch can close
+        steps = [
+            (float(t), float(v))
+            for i, (t, v) in enumerate(zip(th, val, strict=True))
+            if t >= lo and math.isfinite(t) and not (i + 1 < len(val) and val[i + 1] == v)
+        ]
+        start = f"(CAST(pane AS DOUBLE) * {float(self.q.slide_s)!r}D)"
+        floor = (
+            "CASE "
+            + " ".join(f"WHEN {start} <= {t!r}D THEN {v!r}D" for t, v in steps)
+            + f" ELSE {default!r}D END"
+            if steps
+            else f"{default!r}D"
+        )
+        blk = block_size(self.q.panes_per_window)
+        u = _uniform_sql(f"CAST(floor(pane / {blk}) AS BIGINT)", drop_seed(WINDOW_BATCH))
+        return F.expr(f"{u} < {floor}")
+
     def keep_condition(self, plan: Plan, batch_id: int) -> Column:
         """Deterministic shedding: keep when the row's uniform is below its stream's keep."""
         cond = F.lit(True)
@@ -211,7 +260,9 @@ class SparkPipeline:
         filt = F.lit(False)
         for s in self.q.sides:
             filt = filt | ((F.col("stream") == s) & F.expr(self.q.predicate_sql(s)))
-        rows = df.where(self.keep_condition(plan, batch_id)).where(filt)
+        if not self.window_drops:
+            df = df.where(self.keep_condition(plan, batch_id))
+        rows = df.where(filt)
         rows = rows.select(
             F.lit("I").alias("tag"),
             F.col("key"),
@@ -226,6 +277,13 @@ class SparkPipeline:
             F.col("v").alias("mx"),
             F.col("event_id"),
         )
+        keep_w = self.window_keep(plan)
+        if self.window_drops and keep_w < 1.0:  # drop a tuple only if all its windows are dropped
+            u = _uniform_sql("j", drop_seed(WINDOW_BATCH))
+            w = self.q.panes_per_window
+            rows = rows.where(
+                F.expr(f"exists(sequence(pane - {w - 1}, pane), j -> {u} < {keep_w!r}D)")
+            )
         rows = rows.withColumn("pid", self._pid(plan, _uniform_sql("event_id", ROUTE_SEED)))
         return rows.select(
             *ROW_COLUMNS[:9],
@@ -305,7 +363,13 @@ class SparkPipeline:
         marks.append(("checkpoint", time.perf_counter()))
         split_keys = self._split_keys(plan)
         is_split = F.col("key").isin(split_keys) if split_keys else F.lit(False)
-        wanted = F.col("tag").isin("T", "K", "H") | ((F.col("tag") == "O") & is_split)
+        out_ok = (
+            self.window_emit_condition(plan, batch_id, wm_prev)
+            if self.window_drops
+            else F.lit(True)
+        )
+        is_out = (F.col("tag") == "O") & out_ok
+        wanted = F.col("tag").isin("T", "K", "H") | (is_out & is_split)
         collected = res.where(wanted).toPandas()  # statistics + the split keys' partials
         marks.append(("stats", time.perf_counter()))
         split = collected[collected["tag"] == "O"]
@@ -314,7 +378,7 @@ class SparkPipeline:
             rows_out = 0
         else:
             self._check_fence(batch_id)
-            whole = res.where((F.col("tag") == "O") & ~is_split)
+            whole = res.where(is_out & ~is_split)
             rows_out = self._write_output(whole, batch_id, plan, split)
             marks.append(("output", time.perf_counter()))
             if self.fault_hook is not None:
@@ -333,6 +397,7 @@ class SparkPipeline:
             time.perf_counter() - t0,
             state_rows,
             rows_out,
+            self._input_span(df),
         )
         if not refold:
             self.log.commit(
@@ -534,6 +599,7 @@ class SparkPipeline:
         dur: float,
         state_rows: int,
         rows_out: int,
+        input_span: tuple[tuple[int, int], float] | None = None,
     ) -> BatchStats:
         t = s[s["tag"] == "T"]
         rows = np.zeros(self.n, dtype=np.int64)
@@ -556,6 +622,8 @@ class SparkPipeline:
         ev, max_ts = (
             self._segment_span(int(lo.min()), int(hi.max())) if len(lo) else ((-1, -1), -math.inf)
         )
+        if input_span is not None:  # the batch's files: right even when every row was shed
+            ev, max_ts = input_span
         return BatchStats(
             batch_id=batch_id,
             plan_version=version,
@@ -574,6 +642,27 @@ class SparkPipeline:
             max_ts=max_ts,
             info={"live_executors": self.live_executors(), "phases": self.phases.get(batch_id, {})},
         )
+
+    def _input_span(self, df: DataFrame) -> tuple[tuple[int, int], float] | None:
+        """Event-id range and last event time of the segment files ``df`` reads (driver only).
+
+        None when ``df`` is not read from input-log segments (then the rows that reached the
+        keyed stage give the range).
+        """
+        try:
+            files = df.inputFiles()
+        except Exception:  # not a file relation
+            return None
+        names = {Path(urlparse(f).path).name for f in files}
+        if not names:
+            return None
+        segs = [sg for sg in self._segs if self.input.path(sg[3]).name in names]
+        if len(segs) < len(names):
+            self._index_ts()
+            segs = [sg for sg in self._segs if self.input.path(sg[3]).name in names]
+        if not segs:
+            return None
+        return (min(sg[0] for sg in segs), max(sg[1] for sg in segs)), max(sg[2] for sg in segs)
 
     def _segment_span(self, lo: int, hi: int) -> tuple[tuple[int, int], float]:
         """The exact event-id range and last event time of the segments holding ids lo..hi."""
@@ -673,18 +762,51 @@ class SparkPipeline:
         events = self.input.read() if events is None else events
         keep = np.ones(len(events), dtype=bool)
         ids = events["event_id"].to_numpy()
+        panes = np.floor(events["ts"].to_numpy() / self.q.slide_s).astype(np.int64)
         for b, st in self.stats.items():
             lo, hi = st.event_range
             if lo < 0:
                 continue
             plan = self.plans.load(self.log.pin_of(b) or 0)
             sel = (ids >= lo) & (ids <= hi)
+            if self.window_drops:
+                keep[sel] = early_keep_mask(
+                    panes[sel], self.q.panes_per_window, self.window_keep(plan)
+                )
+                continue
             for stream in self.q.sides:
                 k = plan.shed.keep_of(stream)
                 if k < 1.0:
                     rows = sel & (events["stream"] == stream).to_numpy()
                     keep[rows] = keep_mask(ids[rows], b, k)
-        return reference_output(events, self.q, pd.Series(keep)), int((~keep).sum())
+        out = reference_output(events, self.q, pd.Series(keep))
+        if self.window_drops:
+            out = out[self._windows_emitted(out["window_start"].to_numpy())].reset_index(drop=True)
+        return out, int((~keep).sum())
+
+    def _windows_emitted(self, starts: np.ndarray) -> np.ndarray:
+        """Window-aware drops: which windows (by start) the pinned batches emitted."""
+        pins = self.log.pin_rows()
+        wm = np.array([p[3] for p in pins])
+        keeps = np.array([self.window_keep(self.plans.load(p[1])) for p in pins])
+        j = np.round(starts / self.q.slide_s).astype(np.int64)
+        with np.errstate(invalid="ignore"):
+            j_hi = np.where(
+                np.isinf(wm) & (wm > 0),
+                np.iinfo(np.int64).max,
+                np.floor(
+                    (np.where(np.isfinite(wm), wm, -1e300) - self.q.size_s) / self.q.slide_s + 1e-9
+                ),
+            )
+        closes = np.searchsorted(np.maximum.accumulate(j_hi), j, side="left")  # first e: j <= j_hi
+        ok = np.zeros(starts.size, dtype=bool)
+        for e in np.unique(closes):
+            sel = closes == e
+            if e >= len(pins):
+                continue  # never closed: never emitted
+            floor = window_floor(starts[sel], wm[1 : e + 1], keeps[:e], float(keeps[e]))
+            ok[sel] = window_uniform(j[sel], block_size(self.q.panes_per_window)) < floor
+        return ok
 
     def cleanup(self) -> None:
         """Unpersist cached state and close the plan log."""

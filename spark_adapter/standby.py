@@ -139,6 +139,7 @@ def run_driver(
     _warm_up(spark, partitions)
     sc = load_scenario(scenario_path)
     pipe = SparkPipeline(spark, compile_query(sc), work, partitions)
+    pipe.window_drops = sc.controller.shedding.window_drops
     epoch: int | None = None
     give_up = (
         time.time() + 2 * lease_ttl_s + 1

@@ -316,3 +316,39 @@ def test_only_split_keys_pay_the_merge_shuffle(spark, tmp_path: Path) -> None:  
     )
     assert exchanges(shuffle) == 1
     pipe.cleanup()
+
+
+@pytest.mark.parametrize("window", [(2.0, 2.0), (3.0, 1.0)])  # tumbling, sliding
+def test_window_drops_shed_whole_windows_and_keep_the_rest_exact(
+    spark, tmp_path: Path, window: tuple[float, float]
+) -> None:  # type: ignore[no-untyped-def]
+    from core.scenario import Scenario
+    from spark_adapter.operators import reference_output
+
+    d = load_scenario(SCENARIOS / "seed-groupby-window.yaml").model_dump()
+    top = next(o for o in d["operators"] if o.get("window"))
+    top["window"] = {"size_s": window[0], "slide_s": window[1]}
+    sc = Scenario.model_validate(d)
+    q = compile_query(sc)
+    pipe = SparkPipeline(spark, q, tmp_path, 2)
+    pipe.input.generate(sc, 16, scale=0.05)
+    pipe._index_ts()
+    pipe.window_drops = True
+    g = q.key_groups
+    keeps = [1.0, 0.6, 0.3, 0.9, 1.0, 0.5, 0.2, 0.7] * 2  # changes while windows are open
+    for b in range(16):
+        keep = {s: keeps[b] for s in q.sides}
+        pipe.plans.publish(plan(q, [i % 2 for i in range(g)], b, keep=keep))
+        pipe.process(segment(spark, pipe, b), b)
+    pipe.flush()
+    got, (exp, dropped) = pipe.output(), pipe.reference()
+    pd.testing.assert_frame_equal(got[["key", "window_start"]], exp[["key", "window_start"]])
+    np.testing.assert_allclose(got["value"], exp["value"], rtol=1e-9)
+    # every emitted window is exact: equal to the same window computed with no drops at all
+    events = pipe.input.read()
+    full = reference_output(events, q, pd.Series(np.ones(len(events), dtype=bool)))
+    both = got.merge(full, on=["key", "window_start"], suffixes=("", "_exact"), how="left")
+    assert both["value_exact"].notna().all()
+    np.testing.assert_allclose(both["value"], both["value_exact"], rtol=1e-9)
+    assert dropped > 0 and len(got) < len(full)  # load was shed, and whole windows went
+    pipe.cleanup()
