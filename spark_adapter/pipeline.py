@@ -211,6 +211,17 @@ class SparkPipeline:
         """A window's keep fraction under ``plan``: the smallest of its input streams'."""
         return min(float(plan.shed.keep_of(s)) for s in self.q.sides)
 
+    def window_tuple_condition(self, plan: Plan) -> Column:
+        """Window-aware drops: keep a row (by its ``pane``) iff one of its windows' blocks is
+        kept under ``plan`` (``shedding.window_drops.early_keep_mask``)."""
+        keep_w = self.window_keep(plan)
+        w = self.q.panes_per_window
+        blk = block_size(w)
+        u = _uniform_sql("bk", drop_seed(WINDOW_BATCH))
+        lo = f"CAST(floor((pane - {w - 1}) / {blk}) AS BIGINT)"
+        hi = f"CAST(floor(pane / {blk}) AS BIGINT)"
+        return F.expr(f"exists(sequence({lo}, {hi}), bk -> {u} < {keep_w!r}D)")
+
     def window_emit_condition(self, plan: Plan, batch_id: int, wm_prev: float) -> Column:
         """Window-aware drops: emit window j only if ``u(j) < floor_j`` (``shedding.window_drops``).
 
@@ -277,13 +288,8 @@ class SparkPipeline:
             F.col("v").alias("mx"),
             F.col("event_id"),
         )
-        keep_w = self.window_keep(plan)
-        if self.window_drops and keep_w < 1.0:  # drop a tuple only if all its windows are dropped
-            u = _uniform_sql("j", drop_seed(WINDOW_BATCH))
-            w = self.q.panes_per_window
-            rows = rows.where(
-                F.expr(f"exists(sequence(pane - {w - 1}, pane), j -> {u} < {keep_w!r}D)")
-            )
+        if self.window_drops and self.window_keep(plan) < 1.0:
+            rows = rows.where(self.window_tuple_condition(plan))
         rows = rows.withColumn("pid", self._pid(plan, _uniform_sql("event_id", ROUTE_SEED)))
         return rows.select(
             *ROW_COLUMNS[:9],
@@ -770,9 +776,8 @@ class SparkPipeline:
             plan = self.plans.load(self.log.pin_of(b) or 0)
             sel = (ids >= lo) & (ids <= hi)
             if self.window_drops:
-                keep[sel] = early_keep_mask(
-                    panes[sel], self.q.panes_per_window, self.window_keep(plan)
-                )
+                w = self.q.panes_per_window
+                keep[sel] = early_keep_mask(panes[sel], w, self.window_keep(plan), block_size(w))
                 continue
             for stream in self.q.sides:
                 k = plan.shed.keep_of(stream)

@@ -352,3 +352,18 @@ def test_window_drops_shed_whole_windows_and_keep_the_rest_exact(
     np.testing.assert_allclose(both["value"], both["value_exact"], rtol=1e-9)
     assert dropped > 0 and len(got) < len(full)  # load was shed, and whole windows went
     pipe.cleanup()
+
+
+def test_window_drop_condition_in_spark_equals_python(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from shedding.window_drops import block_size, early_keep_mask
+
+    _, q, pipe = make(spark, tmp_path, segments=1)
+    pipe.window_drops = True
+    p = plan(q, [0] * q.key_groups, keep={s: 0.5 for s in q.sides})
+    panes = np.arange(-3000, 9000)
+    df = spark.createDataFrame(pd.DataFrame({"pane": panes}))
+    got = df.select(pipe.window_tuple_condition(p).alias("k")).toPandas()["k"].to_numpy()
+    w = q.panes_per_window
+    np.testing.assert_array_equal(got, early_keep_mask(panes, w, 0.5, block_size(w)))
+    assert 0 < got.mean() < 1
+    pipe.cleanup()
