@@ -28,8 +28,14 @@ lint: setup
 test: setup lint
 	$(BIN)/python -m pytest -q -m "" tests core placement partitioners shedding ha
 
-bench: setup
+bench: setup  # every benchmark; about 45 minutes on 2 cores (the Spark ones dominate)
 	$(BIN)/python -m bench.bench_simulator
+	$(BIN)/python -m bench.bench_placement
+	$(BIN)/python -m bench.bench_shedding
+	$(BIN)/python -m bench.bench_partitioners
+	$(BIN)/python -m bench.bench_spark
+	$(BIN)/python -m bench.bench_ha
+	$(BIN)/python -m bench.bench_window_drops
 
 clean:
 	rm -rf $(VENV) build *.egg-info reports
