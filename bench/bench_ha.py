@@ -38,20 +38,28 @@ def sim_rows() -> str:
     )
 
 
-def executor_kill() -> dict:
+def executor_kill(repeat: int = 3) -> dict:
+    """Each mode ``repeat`` times; the run with the median affected-batch ratio is kept."""
     out = {}
     for mode in ("kill", "kill-active"):
-        d = tempfile.mkdtemp()
-        r = subprocess.run(
-            [sys.executable, "-m", "tests.cluster.fault_runner", mode, d],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        res = json.loads([x for x in r.stdout.splitlines() if x.startswith("RESULT ")][-1][7:])
-        out[mode] = res
-        shutil.rmtree(d, ignore_errors=True)
+        runs = []
+        for _ in range(repeat):
+            d = tempfile.mkdtemp()
+            r = subprocess.run(
+                [sys.executable, "-m", "tests.cluster.fault_runner", mode, d],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
+            line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")][-1]
+            runs.append(json.loads(line[7:]))
+            shutil.rmtree(d, ignore_errors=True)
+        runs.sort(key=lambda x: x["affected_batch_s"] / x["normal_batch_s"])
+        out[mode] = {
+            **runs[len(runs) // 2],
+            "ratios": [round(x["affected_batch_s"] / x["normal_batch_s"], 2) for x in runs],
+        }
     return out
 
 
@@ -206,11 +214,14 @@ state checkpoints every 2 batches; target: the affected batch within 2 batch int
 
 | cached state | affected batch (s) | median batch (s) | batch intervals | output = reference |
 |---|---|---|---|---|
-| one copy (upstream backup only) | {ek["affected_batch_s"]:.1f} | {ek["normal_batch_s"]:.1f} | {ek["affected_batch_s"] / ek["normal_batch_s"]:.1f} | {ek["output_matches"]} |
-| replicated on two executors (active) | {ea["affected_batch_s"]:.1f} | {ea["normal_batch_s"]:.1f} | {ea["affected_batch_s"] / ea["normal_batch_s"]:.1f} | {ea["output_matches"]} |
+| one copy (upstream backup only) | {ek["affected_batch_s"]:.1f} | {ek["normal_batch_s"]:.1f} | {ek["affected_batch_s"] / ek["normal_batch_s"]:.1f} (runs: {ek["ratios"]}) | {ek["output_matches"]} |
+| replicated on two executors (active) | {ea["affected_batch_s"]:.1f} | {ea["normal_batch_s"]:.1f} | {ea["affected_batch_s"] / ea["normal_batch_s"]:.1f} (runs: {ea["ratios"]}) | {ea["output_matches"]} |
 
-With one copy the dead executor's cached state is recomputed from lineage since the last
-checkpoint; with two copies only the dead executor's running tasks are re-run.
+Median of 3 runs per row (all three ratios shown). With one copy the dead executor's cached
+state is recomputed from lineage since the last checkpoint; with two copies only the dead
+executor's running tasks are re-run. Reducers retry a dead executor's shuffle blocks after
+200 ms, twice (`spark.shuffle.io.retryWait`/`maxRetries` in the session defaults), instead of
+Spark's 3 x 5 s.
 
 Spark, driver `kill -9` after writing batch 3's output and before committing it: first committed
 batch {warm:.1f} s after the crash with a warm standby, {cold:.1f} s with a cold restart

@@ -27,6 +27,10 @@ TEST_CONF: dict[str, str] = {
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.streaming.noDataMicroBatches.enabled": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # fast failover: a reducer fetching from a dead executor retries quickly instead of
+    # waiting 3 x 5 s before the stage is resubmitted (measured with kill -9 on local-cluster)
+    "spark.shuffle.io.retryWait": "200ms",
+    "spark.shuffle.io.maxRetries": "2",
 }
 
 
