@@ -180,7 +180,7 @@ def passive_overhead() -> dict[str, float]:
         p.run_available()
         batches = sorted(p.stats)[2:]
         rows = sum(int(p.stats[b].rows.sum()) for b in batches)
-        secs = sum(sum(p.phases[b].values()) for b in batches)
+        secs = sum(sum(p.stats[b].info["phases"].values()) for b in batches)
         rates.setdefault(mode, []).append(rows / secs)
         p.cleanup()
         shutil.rmtree(work, ignore_errors=True)

@@ -188,9 +188,9 @@ def apply_ha(pipe: Any, policy: str, k: int) -> None:
     pipe.replicate_state = policy == "active"
 
 
-def _mean_phases(pipe: Any, batches: list[int]) -> dict[str, float]:
+def _mean_phases(stats: list[Any]) -> dict[str, float]:
     """Mean seconds per phase (plan, fold, checkpoint, stats, output, commit) of the batches."""
-    rows = [pipe.phases[b] for b in batches if b in pipe.phases]
+    rows = [s.info["phases"] for s in stats if s.info.get("phases")]
     if not rows:
         return {}
     return {k: round(float(np.mean([r.get(k, 0.0) for r in rows])), 4) for k in rows[0]}
@@ -243,7 +243,7 @@ def _summary(
         "throughput": sum(int(s.rows.sum()) for s in timed) / max(float(dur.sum()), 1e-9),
         "warmup_batches_excluded": len(real) - len(timed),
         "ha_policy": sc.controller.ha.policy,
-        "batch_phases_mean_s": _mean_phases(pipe, [s.batch_id for s in timed]),
+        "batch_phases_mean_s": _mean_phases(timed),
         "mean_latency": float(dur.mean()),
         "p99_latency": float(np.quantile(dur, 0.99)),
         "batch_duration_p50": float(np.quantile(dur, 0.5)),
@@ -285,37 +285,11 @@ def _summary(
 
 def _expected_processed(pipe: Any) -> int:
     """Rows that should reach the keyed stage: kept by the pinned drops and passing the filters."""
-    from shedding.drops import keep_mask
+    from spark_adapter.operators import passes_filters
 
     ev = pipe.input.read()
-    ids = ev["event_id"].to_numpy()
-    keep = np.zeros(len(ev), dtype=bool)
-    for b, st in pipe.stats.items():
-        lo, hi = st.event_range
-        if lo < 0:
-            continue
-        plan = pipe.plans.load(pipe.log.pin_of(b) or 0)
-        sel = (ids >= lo) & (ids <= hi)
-        keep[sel] = True
-        for s in pipe.q.sides:
-            k = plan.shed.keep_of(s)
-            if k < 1.0:
-                rows = sel & (ev["stream"] == s).to_numpy()
-                keep[rows] = keep_mask(ids[rows], b, k)
-    ok = keep & ev["stream"].isin(list(pipe.q.sides)).to_numpy()
-    ops = {
-        ">": np.greater,
-        ">=": np.greater_equal,
-        "<": np.less,
-        "<=": np.less_equal,
-        "==": np.equal,
-        "!=": np.not_equal,
-    }
-    for s, preds in pipe.q.predicates.items():
-        sel = (ev["stream"] == s).to_numpy()
-        for col, op, val in preds:
-            ok &= ~sel | ops[op](ev[col].to_numpy(), val)
-    return int(ok.sum())
+    keep, covered = pipe.pinned_keep(ev)
+    return int((keep & covered & passes_filters(ev, pipe.q)).sum())
 
 
 def _series(stats: list[Any], n: int) -> SimResult:

@@ -29,6 +29,7 @@ __all__ = [
     "QuerySpec",
     "compile_query",
     "merge_partials",
+    "passes_filters",
     "reference_output",
     "update_partition",
 ]
@@ -362,18 +363,22 @@ def merge_partials(o: pd.DataFrame, q: QuerySpec) -> pd.DataFrame:
     ).sort_values(["key", "window_start"], ignore_index=True)
 
 
+def passes_filters(events: pd.DataFrame, q: QuerySpec) -> np.ndarray:
+    """Rows of the query's streams that pass its stateless filters (as the Spark stage does)."""
+    mask = events["stream"].isin(list(q.sides)).to_numpy()
+    for s, preds in q.predicates.items():
+        sel = (events["stream"] == s).to_numpy()
+        for col, op, val in preds:
+            mask &= ~sel | _OPS[op](events[col].to_numpy(), val)
+    return mask
+
+
 def reference_output(
     events: pd.DataFrame, q: QuerySpec, keep: pd.Series | None = None
 ) -> pd.DataFrame:
     """The expected final output of every window, from the kept input rows, without routing."""
     ev = events if keep is None else events[keep.to_numpy()]
-    ev = ev[ev["stream"].isin(list(q.sides))]
-    mask = np.ones(len(ev), dtype=bool)
-    for s, preds in q.predicates.items():
-        sel = (ev["stream"] == s).to_numpy()
-        for col, op, val in preds:
-            mask &= ~sel | _OPS[op](ev[col].to_numpy(), val)
-    ev = ev[mask]
+    ev = ev[passes_filters(ev, q)]
     w = q.panes_per_window
     pane = np.floor(ev["ts"].to_numpy() / q.slide_s).astype(np.int64)  # as Spark: floor(ts / slide)
     reps = np.full(pane.size, w)

@@ -139,6 +139,7 @@ class SparkPipeline:
         # shed whole windows (shedding.window_drops) instead of single tuples: the output is
         # then a subset of the exact answer
         self.window_drops = False
+        self._keep_by_version: dict[int, float] = {}
         self.backup = UpstreamBackup()
         self.trim_log: list[
             tuple[int, int, int]
@@ -149,7 +150,6 @@ class SparkPipeline:
         self._segs: list[tuple[int, int, float, int]] = []  # first id, last id, last ts, segment
         spark.sparkContext.setCheckpointDir(str(self.dir / "rdd-checkpoints"))
         self._empty = spark.createDataFrame([], ROW_DDL)
-        self.phases: dict[int, dict[str, float]] = {}
         self.live_executors = live_executor_count(spark)
 
     # ------------------------------------------------------------------ routing
@@ -211,6 +211,12 @@ class SparkPipeline:
         """A window's keep fraction under ``plan``: the smallest of its input streams'."""
         return min(float(plan.shed.keep_of(s)) for s in self.q.sides)
 
+    def _version_keep(self, version: int) -> float:
+        """``window_keep`` of a published plan version (cached: versions are immutable)."""
+        if version not in self._keep_by_version:
+            self._keep_by_version[version] = self.window_keep(self.plans.load(version))
+        return self._keep_by_version[version]
+
     def window_tuple_condition(self, plan: Plan) -> Column:
         """Window-aware drops: keep a row (by its ``pane``) iff one of its windows' blocks is
         kept under ``plan`` (``shedding.window_drops.early_keep_mask``)."""
@@ -229,19 +235,21 @@ class SparkPipeline:
         plans of the earlier batches; only steps that windows closing now can reach are kept.
         """
         hist = [r for r in self.log.pin_rows() if r[0] <= batch_id]
-        next_wm = [hist[i + 1][3] for i in range(len(hist) - 1)]
-        keeps = [self.window_keep(self.plans.load(v)) for _, v, _, _ in hist[:-1]]
-        th, val, default = floor_steps(next_wm, keeps, self.window_keep(plan))
         lo = (
             -math.inf
             if wm_prev == -math.inf
             else (math.floor((wm_prev - self.q.size_s) / self.q.slide_s + 1e-9) + 1)
             * self.q.slide_s
         )  # the earliest start of a window this batch can close
+        # earlier batches whose next watermark stayed below lo fed no window closing now
+        first = next((i for i in range(len(hist) - 1) if hist[i + 1][3] >= lo), len(hist) - 1)
+        next_wm = [hist[i + 1][3] for i in range(first, len(hist) - 1)]
+        keeps = [self._version_keep(hist[i][1]) for i in range(first, len(hist) - 1)]
+        th, val, default = floor_steps(next_wm, keeps, self.window_keep(plan))
         steps = [
             (float(t), float(v))
             for i, (t, v) in enumerate(zip(th, val, strict=True))
-            if t >= lo and math.isfinite(t) and not (i + 1 < len(val) and val[i + 1] == v)
+            if math.isfinite(t) and not (i + 1 < len(val) and val[i + 1] == v)
         ]
         start = f"(CAST(pane AS DOUBLE) * {float(self.q.slide_s)!r}D)"
         floor = (
@@ -427,7 +435,7 @@ class SparkPipeline:
                     st.info["snapshot_every"] = k  # the Young/Daly interval from now on
             self._retain(batch_id, st.event_range, checkpointed)
         marks.append(("commit", time.perf_counter()))
-        self.phases[batch_id] = {
+        st.info["phases"] = {
             name: round(t - marks[i][1], 4) for i, (name, t) in enumerate(marks[1:])
         }  # seconds per phase of the batch: where a slow batch spent its time
         if st.max_ts > self.max_ts:
@@ -646,7 +654,7 @@ class SparkPipeline:
             rows_out=rows_out,
             event_range=ev,
             max_ts=max_ts,
-            info={"live_executors": self.live_executors(), "phases": self.phases.get(batch_id, {})},
+            info={"live_executors": self.live_executors()},
         )
 
     def _input_span(self, df: DataFrame) -> tuple[tuple[int, int], float] | None:
@@ -760,23 +768,24 @@ class SparkPipeline:
             ["key", "window_start"], ignore_index=True
         )
 
-    def reference(self, events: pd.DataFrame | None = None) -> tuple[pd.DataFrame, int]:
-        """Expected output from the input (default: the input log) with each batch's pinned
-        drops, and the drop count."""
+    def pinned_keep(self, events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """Per input row: kept by its batch's pinned drops (True outside every batch), and
+        covered by a processed batch."""
         from shedding.drops import keep_mask
 
-        events = self.input.read() if events is None else events
         keep = np.ones(len(events), dtype=bool)
+        covered = np.zeros(len(events), dtype=bool)
         ids = events["event_id"].to_numpy()
         panes = np.floor(events["ts"].to_numpy() / self.q.slide_s).astype(np.int64)
+        w = self.q.panes_per_window
         for b, st in self.stats.items():
             lo, hi = st.event_range
             if lo < 0:
                 continue
             plan = self.plans.load(self.log.pin_of(b) or 0)
             sel = (ids >= lo) & (ids <= hi)
+            covered |= sel
             if self.window_drops:
-                w = self.q.panes_per_window
                 keep[sel] = early_keep_mask(panes[sel], w, self.window_keep(plan), block_size(w))
                 continue
             for stream in self.q.sides:
@@ -784,6 +793,13 @@ class SparkPipeline:
                 if k < 1.0:
                     rows = sel & (events["stream"] == stream).to_numpy()
                     keep[rows] = keep_mask(ids[rows], b, k)
+        return keep, covered
+
+    def reference(self, events: pd.DataFrame | None = None) -> tuple[pd.DataFrame, int]:
+        """Expected output from the input (default: the input log) with each batch's pinned
+        drops, and the drop count."""
+        events = self.input.read() if events is None else events
+        keep, _ = self.pinned_keep(events)
         out = reference_output(events, self.q, pd.Series(keep))
         if self.window_drops:
             out = out[self._windows_emitted(out["window_start"].to_numpy())].reset_index(drop=True)
@@ -793,7 +809,7 @@ class SparkPipeline:
         """Window-aware drops: which windows (by start) the pinned batches emitted."""
         pins = self.log.pin_rows()
         wm = np.array([p[3] for p in pins])
-        keeps = np.array([self.window_keep(self.plans.load(p[1])) for p in pins])
+        keeps = np.array([self._version_keep(p[1]) for p in pins])
         j = np.round(starts / self.q.slide_s).astype(np.int64)
         with np.errstate(invalid="ignore"):
             j_hi = np.where(
