@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -432,6 +434,14 @@ def pipeline_run(
             " snapshot cost (starting at --snapshot-every)",
         ),
     ] = None,
+    trigger_s: Annotated[
+        float | None,
+        typer.Option(
+            min=0.01,
+            help="follow the input log live, a micro-batch every S seconds, until the log is"
+            " closed or SIGTERM (default: process the segments present and stop)",
+        ),
+    ] = None,
 ) -> None:
     """A pipeline driver with a lease: the primary runs; a warm standby takes over when it dies.
 
@@ -451,10 +461,55 @@ def pipeline_run(
             kill_after_output,
             result,
             mtbf_s=mtbf_s,
+            trigger_s=trigger_s,
         )
     except (ValueError, RuntimeError) as e:
         _fail(str(e), 1)
     print(json.dumps({k: out[k] for k in ("role", "epoch", "restored_through", "committed")}))
+
+
+input_app = typer.Typer(help="Write a pipeline's input log.", no_args_is_help=True)
+app.add_typer(input_app, name="input")
+
+
+@input_app.command("generate")
+def input_generate(
+    scenario: Annotated[Path, typer.Argument(help="scenario file (YAML)")],
+    workdir: Annotated[Path, typer.Option(help="working directory; the log is WORKDIR/input")],
+    segments: Annotated[
+        int | None, typer.Option(min=1, help="ticks to write (default: the scenario's duration)")
+    ] = None,
+    scale: Annotated[float, typer.Option(min=1e-6, help="multiplies the scenario's rates")] = 1.0,
+    pace_s: Annotated[
+        float | None,
+        typer.Option(min=0.01, help="write live: one segment every S seconds (until SIGTERM)"),
+    ] = None,
+    close: Annotated[bool, typer.Option(help="mark the end of the stream when done")] = False,
+) -> None:
+    """Append segments to the input log, after the last one present, at once or live.
+
+    Example: trimtab input generate scenarios/zipf-hotkey-shift.yaml --workdir w --pace-s 2 --close
+    """
+    from spark_adapter.source import InputLog
+
+    sc = _load(scenario)
+    log = InputLog(workdir / "input")
+    if log.closed:
+        _fail(f"{log.root}: the log is closed (the stream has ended); use a new workdir", 1)
+    present = log.segments()
+    start = present[-1] + 1 if present else 0
+    n = segments if segments is not None else sc.ticks
+    halt = threading.Event()
+    if pace_s is not None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: halt.set())
+    rows = log.generate(sc, n, scale=scale, start=start, pace_s=pace_s, stop=halt)
+    if close:
+        log.close()
+    written = [i for i in log.segments() if i >= start]
+    print(
+        json.dumps({"rows": rows, "segments": len(written), "first": start, "closed": log.closed})
+    )
 
 
 @app.command("inject")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -326,6 +327,7 @@ class SparkPipeline:
         without writing output or committing again.
         """
         t0 = time.perf_counter()
+        started_at = time.time()
         marks = [("start", t0)]
         plan, pin = self.log.resolve(batch_id, self.plans, self.max_ts)
         if self.fault_hook is not None and not refold:
@@ -435,6 +437,7 @@ class SparkPipeline:
                     st.info["snapshot_every"] = k  # the Young/Daly interval from now on
             self._retain(batch_id, st.event_range, checkpointed)
         marks.append(("commit", time.perf_counter()))
+        st.info["started_at"] = started_at  # wall clock: lateness against the trigger
         st.info["phases"] = {
             name: round(t - marks[i][1], 4) for i, (name, t) in enumerate(marks[1:])
         }  # seconds per phase of the batch: where a slow batch spent its time
@@ -696,22 +699,59 @@ class SparkPipeline:
             .parquet(str(self.input.root))
         )
 
-    def run_available(self, max_files: int = 1, name: str | None = None) -> int:
-        """Process every segment present now (availableNow), one segment per batch."""
-        self._index_ts()
-        q = (
+    def _writer(self, max_files: int, name: str | None) -> Any:
+        w = (
             self.stream(max_files)
             .writeStream.foreachBatch(lambda df, b: self.process(df, b))
             .option("checkpointLocation", str(self.dir / "checkpoint"))
-            .trigger(availableNow=True)
         )
-        if name:
-            q = q.queryName(name)
-        query = q.start()
-        query.awaitTermination()
+        return w.queryName(name) if name else w
+
+    @staticmethod
+    def _finished(query: Any) -> None:
         if query.exception() is not None:
             raise RuntimeError(f"streaming query failed: {query.exception()}")
+
+    def run_available(self, max_files: int = 1, name: str | None = None) -> int:
+        """Process every segment present now (availableNow), one segment per batch."""
+        self._index_ts()
+        query = self._writer(max_files, name).trigger(availableNow=True).start()
+        query.awaitTermination()
+        self._finished(query)
         return len(self.stats)
+
+    def run_stream(
+        self,
+        trigger_s: float,
+        stop: threading.Event | None = None,
+        max_files: int = 1,
+        name: str | None = None,
+    ) -> bool:
+        """Follow the input log live: a micro-batch every ``trigger_s`` seconds.
+
+        Spark's processing-time trigger starts a batch at each multiple of ``trigger_s`` when
+        new segments are there (at most ``max_files`` per batch); a batch that overruns its
+        interval is followed at once by the next, so a backlog drains at full speed. Runs until
+        the log is closed (``InputLog.close``) or ``stop`` is set, then processes what is in
+        the log and stops. Returns True when the stream ended (the log was closed): only then
+        may ``flush`` close the open windows.
+        """
+        if trigger_s <= 0:
+            raise ValueError(f"trigger_s must be positive, got {trigger_s}")
+        self._index_ts()
+        query = self._writer(max_files, name).trigger(processingTime=f"{trigger_s} seconds")
+        query = query.start()
+        stop = stop or threading.Event()
+        try:
+            while not stop.wait(min(0.5, trigger_s / 2)):
+                if self.input.closed or not query.isActive:
+                    break
+            if query.isActive:
+                query.processAllAvailable()
+        finally:
+            query.stop()
+        self._finished(query)
+        return self.input.closed
 
     def _index_ts(self) -> None:
         """Each segment's (first event id, last event id, last event time, index), for spans.

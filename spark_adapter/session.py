@@ -31,6 +31,7 @@ TEST_CONF: dict[str, str] = {
     # waiting 3 x 5 s before the stage is resubmitted (measured with kill -9 on local-cluster)
     "spark.shuffle.io.retryWait": "200ms",
     "spark.shuffle.io.maxRetries": "2",
+    "spark.locality.wait": "0s",
 }
 
 

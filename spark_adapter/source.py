@@ -5,12 +5,21 @@ scenario: ``event_id`` (unique, increasing), ``stream``, ``ts`` (event time, s),
 value columns ``v`` and ``c``. Segments are written to a hidden temporary name and renamed, so
 Spark's file source (which skips names starting with ``.``) never sees a partial file. The
 generator follows the scenario's rates, key distributions and hot-key shifts, and is
-deterministic by seed. ``trim`` deletes segments below an index; ``retained`` says what is left.
+deterministic by seed: segment t depends only on the scenario, the scale and t, so a log
+written in pieces, or live, equals one written at once. ``trim`` deletes segments below an index;
+``retained`` says what is left.
+
+A live log is written at a pace (one segment every ``pace_s`` seconds) while a driver follows
+it; ``close`` marks the end of the stream with a ``_CLOSED`` file, which Spark's file source
+ignores (names starting with ``_`` are hidden) and a following driver takes as its cue to drain
+and close the open windows.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +30,9 @@ import pyarrow.parquet as pq
 from core.scenario import Scenario
 from core.workload import key_epochs, rates, sample_keys
 
-__all__ = ["INPUT_SCHEMA_DDL", "InputLog"]
+__all__ = ["CLOSED", "INPUT_SCHEMA_DDL", "InputLog"]
+
+CLOSED = "_CLOSED"
 
 INPUT_SCHEMA_DDL = "event_id LONG, stream STRING, ts DOUBLE, key LONG, v DOUBLE, c DOUBLE"
 _ARROW = pa.schema(
@@ -84,16 +95,45 @@ class InputLog:
         s = self.segments()
         return (s[0], s[-1]) if s else None
 
+    @property
+    def closed(self) -> bool:
+        """True once the writer has marked the end of the stream."""
+        return (self.root / CLOSED).exists()
+
+    def close(self) -> None:
+        """Mark the end of the stream: no segment follows the last one present."""
+        (self.root / CLOSED).touch()
+
     def generate(
-        self, scenario: Scenario, segments: int, scale: float = 1.0, start: int = 0
+        self,
+        scenario: Scenario,
+        segments: int,
+        scale: float = 1.0,
+        start: int = 0,
+        pace_s: float | None = None,
+        stop: threading.Event | None = None,
     ) -> int:
-        """Write ``segments`` ticks of the scenario's workload (rates x ``scale``); returns rows."""
+        """Write ``segments`` ticks of the scenario's workload (rates x ``scale``); returns rows.
+
+        With ``pace_s`` the segments are written live, one every ``pace_s`` seconds of wall
+        time (the first at once), until done or ``stop`` is set.
+        """
+        if scale <= 0:
+            raise ValueError(f"scale must be positive, got {scale}")
+        if pace_s is not None and pace_s <= 0:
+            raise ValueError(f"pace_s must be positive, got {pace_s}")
         per_tick = rates(scenario) * scale  # (T, d)
-        rng = np.random.default_rng([scenario.seed, 0x5E6])
         epochs = [key_epochs(s.keys) for s in scenario.streams]
         event = _first_event_id(self, start)
         total = 0
+        t0 = time.monotonic()
         for t in range(start, start + segments):
+            if pace_s is not None:
+                due = t0 + (t - start) * pace_s
+                if stop is not None and stop.wait(max(0.0, due - time.monotonic())):
+                    break
+                time.sleep(max(0.0, due - time.monotonic()))
+            rng = np.random.default_rng([scenario.seed, 0x5E6, t])
             frames = []
             row = per_tick[t % per_tick.shape[0]]
             for k, s in enumerate(scenario.streams):

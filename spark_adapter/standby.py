@@ -116,12 +116,19 @@ def run_driver(
     kill_after_output: int | None = None,
     result_file: str | Path | None = None,
     mtbf_s: float | None = None,
+    trigger_s: float | None = None,
 ) -> dict[str, Any]:
     """Run a pipeline driver as ``primary`` or warm ``standby`` over ``workdir``'s input log.
 
     A standby starts its session, warms its executors and follows the primary's commits
     (restoring snapshots and refolding) while it waits, so a takeover has little left to do.
+    Without ``trigger_s`` the driver processes the segments present and closes every window;
+    with it, it follows the log live, a micro-batch every ``trigger_s`` seconds, until the log
+    is closed (then it closes the windows) or SIGTERM/SIGINT (then it drains what has arrived
+    and stops with the windows open, for the next driver to restore).
     """
+    if trigger_s is not None and trigger_s <= 0:
+        raise ValueError(f"trigger_s must be positive, got {trigger_s}")
     from core.scenario import load_scenario
     from spark_adapter.operators import compile_query
     from spark_adapter.pipeline import SparkPipeline
@@ -184,8 +191,17 @@ def run_driver(
     pipe.on_batch = lambda st: first_commit.append(time.time()) if not first_commit else None
     restored = pipe.restore()
     t_restored = time.time()
-    pipe.run_available()
-    pipe.flush()
+    if trigger_s is None:
+        pipe.run_available()
+        ended = True
+    else:
+        halt = threading.Event()
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: halt.set())
+        ended = pipe.run_stream(trigger_s, halt)
+    if ended:
+        pipe.flush()
     stop.set()
     result = {
         "role": role,
@@ -198,6 +214,7 @@ def run_driver(
         "t_first_commit": first_commit[0] if first_commit else None,
         "t_end": time.time(),
         "batches": sorted(pipe.stats),
+        "ended": ended,
         "committed": pipe.log.committed(),
         "trim_log": pipe.trim_log,
     }

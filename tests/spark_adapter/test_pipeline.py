@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -366,4 +367,30 @@ def test_window_drop_condition_in_spark_equals_python(spark, tmp_path: Path) -> 
     w = q.panes_per_window
     np.testing.assert_array_equal(got, early_keep_mask(panes, w, 0.5, block_size(w)))
     assert 0 < got.mean() < 1
+    pipe.cleanup()
+
+
+def test_live_stream_follows_the_log_on_its_trigger(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    sc = load_scenario(SCENARIOS / "seed-groupby-window.yaml")
+    q = compile_query(sc)
+    pipe = SparkPipeline(spark, q, tmp_path, 2)
+    pipe.plans.publish(plan(q, [i % 2 for i in range(q.key_groups)]))
+
+    def writer() -> None:
+        pipe.input.generate(sc, 4, scale=0.05, pace_s=1.5)
+        pipe.input.close()
+
+    th = threading.Thread(target=writer)
+    th.start()
+    ended = pipe.run_stream(trigger_s=1.0)
+    th.join()
+    assert ended  # the log was closed: the stream ended
+    pipe.flush()
+    assert sorted(pipe.stats)[:4] == [0, 1, 2, 3]  # one segment per batch, as they arrived
+    starts = [pipe.stats[b].info["started_at"] for b in range(4)]
+    assert (np.diff(starts) >= 0.9).all()  # live, not at once
+    got, (exp, _) = pipe.output(), pipe.reference()
+    assert len(got) == len(exp) > 0
+    assert got[["key", "window_start"]].equals(exp[["key", "window_start"]])
+    assert np.allclose(got["value"], exp["value"])
     pipe.cleanup()

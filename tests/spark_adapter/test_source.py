@@ -1,0 +1,47 @@
+"""The input log on its own: deterministic segments, pieces equal a whole, live pace, close."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from core.scenario import load_scenario
+from spark_adapter.source import InputLog
+from tests.conftest import SCENARIOS
+
+
+def test_a_log_written_in_pieces_equals_one_written_at_once(tmp_path: Path) -> None:
+    sc = load_scenario(SCENARIOS / "zipf-hotkey-shift.yaml")
+    whole, pieces = InputLog(tmp_path / "a"), InputLog(tmp_path / "b")
+    n = whole.generate(sc, 5, scale=0.05)
+    m = pieces.generate(sc, 2, scale=0.05) + pieces.generate(sc, 3, scale=0.05, start=2)
+    assert n == m > 0
+    pd.testing.assert_frame_equal(whole.read(), pieces.read())
+    assert whole.read()["event_id"].is_monotonic_increasing
+
+
+def test_live_writing_keeps_its_pace_and_stops_on_request(tmp_path: Path) -> None:
+    sc = load_scenario(SCENARIOS / "zipf-hotkey-shift.yaml")
+    log = InputLog(tmp_path)
+    t0 = time.monotonic()
+    log.generate(sc, 3, scale=0.01, pace_s=0.3)
+    assert time.monotonic() - t0 >= 0.6  # first segment at once, then one every 0.3 s
+    stop = threading.Event()
+    threading.Timer(0.4, stop.set).start()
+    log.generate(sc, 100, scale=0.01, start=3, pace_s=0.3, stop=stop)
+    assert 4 <= len(log.segments()) <= 6  # stopped long before 100
+    assert not log.closed
+    log.close()
+    assert log.closed and len(log.segments()) == len(list(tmp_path.glob("seg-*")))
+
+
+@pytest.mark.parametrize(("field", "kw"), [("scale", {"scale": 0}), ("pace_s", {"pace_s": -1})])
+def test_bad_generator_arguments_are_named(tmp_path: Path, field: str, kw: dict) -> None:
+    sc = load_scenario(SCENARIOS / "zipf-hotkey-shift.yaml")
+    with pytest.raises(ValueError, match=field):
+        InputLog(tmp_path).generate(sc, 1, **kw)
+    assert InputLog(tmp_path).segments() == []
