@@ -22,6 +22,7 @@ Per-partition load, key-group and key counts come back as data rows of the same 
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 import threading
@@ -413,7 +414,7 @@ class SparkPipeline:
             time.perf_counter() - t0,
             state_rows,
             rows_out,
-            self._input_span(df),
+            self._input_span(df, batch_id),
         )
         if not refold:
             self.log.commit(
@@ -660,16 +661,22 @@ class SparkPipeline:
             info={"live_executors": self.live_executors()},
         )
 
-    def _input_span(self, df: DataFrame) -> tuple[tuple[int, int], float] | None:
-        """Event-id range and last event time of the segment files ``df`` reads (driver only).
+    def _input_span(
+        self, df: DataFrame, batch_id: int | None = None
+    ) -> tuple[tuple[int, int], float] | None:
+        """Event-id range and last event time of the segment files batch ``batch_id`` reads.
 
-        None when ``df`` is not read from input-log segments (then the rows that reached the
-        keyed stage give the range).
+        A static DataFrame names its files (``inputFiles``); a streaming micro-batch does not,
+        so its files come from the file source's own log in the query checkpoint (written
+        before the batch runs, and the same when the batch is replayed). None when neither
+        knows (then the rows that reached the keyed stage give the range).
         """
         try:
-            files = df.inputFiles()
+            files = set(df.inputFiles())
         except Exception:  # not a file relation
-            return None
+            files = set()
+        if not files and batch_id is not None:
+            files = self._source_log_files(batch_id)
         names = {Path(urlparse(f).path).name for f in files}
         if not names:
             return None
@@ -680,6 +687,30 @@ class SparkPipeline:
         if not segs:
             return None
         return (min(sg[0] for sg in segs), max(sg[1] for sg in segs)), max(sg[2] for sg in segs)
+
+    def _source_log_files(self, batch_id: int) -> set[str]:
+        """The files of ``batch_id`` in the file source's log (``checkpoint/sources/0``).
+
+        One JSON line per file after a version line, in the batch's own file or, after
+        compaction, in the first ``N.compact`` file with N >= the batch.
+        """
+        root = self.dir / "checkpoint" / "sources" / "0"
+        path = root / str(batch_id)
+        if not path.exists():
+            compact = sorted(
+                (int(f.name.split(".")[0]), f)
+                for f in root.glob("*.compact")
+                if int(f.name.split(".")[0]) >= batch_id
+            )
+            if not compact:
+                return set()
+            path = compact[0][1]
+        out = set()
+        for line in path.read_text().splitlines()[1:]:
+            entry = json.loads(line)
+            if entry.get("batchId") == batch_id:
+                out.add(str(entry["path"]))
+        return out
 
     def _segment_span(self, lo: int, hi: int) -> tuple[tuple[int, int], float]:
         """The exact event-id range and last event time of the segments holding ids lo..hi."""

@@ -1,7 +1,7 @@
 """The replayable input log: numbered, immutable Parquet segments written atomically.
 
 Segment ``seg-000042.parquet`` holds one tick (``tick_s`` seconds) of every stream of a
-scenario: ``event_id`` (unique, increasing), ``stream``, ``ts`` (event time, s), ``key`` and the
+scenario: ``event_id`` (unique, increasing; segment t's ids start at t x 2^32), ``stream``, ``ts`` (event time, s), ``key`` and the
 value columns ``v`` and ``c``. Segments are written to a hidden temporary name and renamed, so
 Spark's file source (which skips names starting with ``.``) never sees a partial file. The
 generator follows the scenario's rates, key distributions and hot-key shifts, and is
@@ -33,6 +33,7 @@ from core.workload import key_epochs, rates, sample_keys
 __all__ = ["CLOSED", "INPUT_SCHEMA_DDL", "InputLog"]
 
 CLOSED = "_CLOSED"
+SEGMENT_ID_BITS = 32  # a segment holds fewer than 2^32 rows
 
 INPUT_SCHEMA_DDL = "event_id LONG, stream STRING, ts DOUBLE, key LONG, v DOUBLE, c DOUBLE"
 _ARROW = pa.schema(
@@ -124,7 +125,6 @@ class InputLog:
             raise ValueError(f"pace_s must be positive, got {pace_s}")
         per_tick = rates(scenario) * scale  # (T, d)
         epochs = [key_epochs(s.keys) for s in scenario.streams]
-        event = _first_event_id(self, start)
         total = 0
         t0 = time.monotonic()
         for t in range(start, start + segments):
@@ -154,17 +154,13 @@ class InputLog:
             seg = pd.concat(frames, ignore_index=True).sort_values(
                 "ts", kind="stable", ignore_index=True
             )
-            seg.insert(0, "event_id", np.arange(event, event + len(seg), dtype=np.int64))
-            event += len(seg)
+            seg.insert(0, "event_id", first_event_id(t) + np.arange(len(seg), dtype=np.int64))
             self.write(t, seg)
             total += len(seg)
         return total
 
 
-def _first_event_id(log: InputLog, start: int) -> int:
-    """Event ids continue after the segment before ``start`` (ids are unique across the log)."""
-    before = [i for i in log.segments() if i < start]
-    if not before:
-        return 0
-    last = pq.read_table(log.path(before[-1]), columns=["event_id"]).column(0).to_numpy()
-    return int(last.max()) + 1 if last.size else 0
+def first_event_id(segment: int) -> int:
+    """Event ids of segment t start at t x 2^32: unique and increasing across the log, and
+    independent of what was written or trimmed before (a live writer never reads the log)."""
+    return segment << SEGMENT_ID_BITS

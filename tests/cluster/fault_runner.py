@@ -3,7 +3,10 @@
 Invoked by test_failures.py in its own process (one SparkContext per process).
 Usage: python -m tests.cluster.fault_runner MODE WORKDIR
 MODE: none, kill, kill-active (replicated state: the active-standby mapping), lose (with the
-controller in the loop, which must re-place the lost capacity's key groups), stop
+controller in the loop, which must re-place the lost capacity's key groups), stop; a ``-live``
+suffix (kill-live, kill-active-live) runs a live stream instead of a replay: a writer adds one
+segment every LIVE_TRIGGER_S seconds and the query runs on that processing-time trigger, so a
+batch's delay is measured against its trigger interval.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from core.plans import Placement, Plan
 from core.scenario import load_scenario
@@ -28,14 +32,37 @@ from spark_adapter.faults import (
 from spark_adapter.operators import compile_query
 from spark_adapter.pipeline import SparkPipeline
 from spark_adapter.session import make_session
+from spark_adapter.source import InputLog
 
 ROOT = Path(__file__).resolve().parents[2]
 FAULT_BATCH = 2
+LIVE_TRIGGER_S = 3.0  # normal batches take about 2 s here: the stream runs at about 2/3 load
+LIVE_SEGMENTS, LIVE_FAULT_BATCH = 10, 4  # the first batches warm the JVMs; then the fault
+
+
+def _latencies(
+    pipe: SparkPipeline, events: pd.DataFrame, tick_s: float, written: list[float]
+) -> list[float]:
+    """Per live segment: seconds from its arrival to the commit of the batch that read it."""
+    done = sorted(
+        (st.event_range[1], st.info["started_at"] + st.duration_s)
+        for st in pipe.stats.values()
+        if st.event_range[1] >= 0
+    )
+    last_ids = events.groupby(np.floor(events["ts"] / tick_s))["event_id"].max().to_numpy()
+    out = []
+    for last, t_in in zip(last_ids, written, strict=False):
+        ends = [t for hi, t in done if hi >= last]
+        out.append(round(min(ends) - t_in, 3) if ends else float("nan"))
+    return out
 
 
 def main(mode: str, workdir: str) -> None:
+    live = mode.endswith("-live")
+    mode = mode.removesuffix("-live")
     active = mode.endswith("-active")
     mode = mode.removesuffix("-active")
+    fault_batch = LIVE_FAULT_BATCH if live else FAULT_BATCH
     sc = load_scenario(ROOT / "scenarios" / "zipf-hotkey-shift.yaml")
     q = compile_query(sc)
     spark = make_session(
@@ -55,8 +82,13 @@ def main(mode: str, workdir: str) -> None:
     pipe = SparkPipeline(spark, q, work, 2, truncate_every=2)
     pipe.retention = "upstream"
     pipe.replicate_state = active
-    pipe.input.generate(sc, 6, scale=0.15)
-    events = pipe.input.read()  # the reference needs all input; the log itself gets trimmed
+    if not live:
+        pipe.input.generate(sc, 6, scale=0.15)
+        events = pipe.input.read()  # the reference needs all input; the log itself gets trimmed
+    else:  # segments are deterministic: the reference reads the same log, written elsewhere
+        ref_log = InputLog(work / "reference-input")
+        ref_log.generate(sc, LIVE_SEGMENTS, scale=0.15)
+        events = ref_log.read()
     units = tuple(f"{q.op_id}#{i}" for i in range(q.key_groups))
     plan0 = Plan(
         version=0,
@@ -75,6 +107,7 @@ def main(mode: str, workdir: str) -> None:
     monitor = ExecutorMonitor(spark, suspect_s=2.0, fail_s=4.0) if mode == "stop" else None
     stop_mon = threading.Event()
     fault_at: list[float] = []
+    fault_at_wall: list[float] = []
 
     errors: list[str] = []
 
@@ -87,9 +120,10 @@ def main(mode: str, workdir: str) -> None:
                     errors.append(repr(e))
 
     def hook(batch_id: int, phase: str) -> None:
-        if batch_id != FAULT_BATCH or phase != "start" or fault_at:
+        if batch_id != fault_batch or phase != "start" or fault_at:
             return
         fault_at.append(time.monotonic())
+        fault_at_wall.append(time.time())
         target = sorted(executor_pids(app))[0]
         if mode == "kill":
             threading.Timer(
@@ -115,7 +149,22 @@ def main(mode: str, workdir: str) -> None:
         pipe.on_batch = lambda st: loop.tick()
     if monitor is not None:
         threading.Thread(target=watch, daemon=True).start()
-    pipe.run_available()
+    written: list[float] = []
+    if live:
+
+        def writer() -> None:
+            for i in range(LIVE_SEGMENTS):
+                pipe.input.generate(sc, 1, scale=0.15, start=i)
+                written.append(time.time())
+                time.sleep(max(0.0, written[0] + (i + 1) * LIVE_TRIGGER_S - time.time()))
+            pipe.input.close()
+
+        w = threading.Thread(target=writer, daemon=True)
+        w.start()
+        pipe.run_stream(LIVE_TRIGGER_S, max_files=4)  # a backlog drains in bigger batches
+        w.join()
+    else:
+        pipe.run_available()
     pipe.flush()
     stop_mon.set()
     got = pipe.output()
@@ -128,7 +177,7 @@ def main(mode: str, workdir: str) -> None:
     durations = {b: st.duration_s for b, st in sorted(pipe.stats.items())}
     normal = float(
         np.median(
-            [d for b, d in durations.items() if b not in (0, FAULT_BATCH) and b in pipe.stats]
+            [d for b, d in durations.items() if b not in (0, fault_batch) and b in pipe.stats]
         )
     )
     trim_ok = all(trimmed_below <= replay_from for _, trimmed_below, replay_from in pipe.trim_log)
@@ -137,7 +186,12 @@ def main(mode: str, workdir: str) -> None:
         "output_matches": same,
         "windows": len(exp),
         "durations": durations,
-        "affected_batch_s": durations.get(FAULT_BATCH),
+        "affected_batch_s": durations.get(fault_batch),
+        "live": live,
+        "trigger_s": LIVE_TRIGGER_S if live else None,
+        # live: seconds from a segment's arrival to its batch's commit, per batch
+        "latency_s": _latencies(pipe, events, sc.tick_s, written),
+        "fault_at": fault_at_wall[0] if fault_at_wall else None,
         "normal_batch_s": normal,
         "trim_log": pipe.trim_log,
         "trim_ok": trim_ok,
