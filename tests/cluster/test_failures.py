@@ -50,15 +50,18 @@ def test_kill9_executor_in_the_middle_of_a_batch(tmp_path: Path) -> None:
     assert res["affected_batch_s"] <= 2 * res["normal_batch_s"] + 20
 
 
-def test_kill9_with_replicated_state_recovers_within_two_batches(tmp_path: Path) -> None:
-    res = run_fault("kill-active", tmp_path)
+def test_kill9_in_a_live_stream_recovers_within_two_trigger_intervals(tmp_path: Path) -> None:
+    res = run_fault("kill-active-live", tmp_path)
     check_common(res)
-    assert res["state_replicated"]
-    # the active-standby mapping: no state to recompute, only the dead executor's tasks rerun;
-    # the target is 2 batch intervals (BENCHMARKS, median of runs), the test allows for the
-    # replacement executor's start-up jitter on a loaded 2-core machine
-    assert res["affected_batch_s"] <= 2 * res["normal_batch_s"] + 4.0, res["durations"]
-
+    assert res["live"] and res["state_replicated"]
+    assert res["fault_batch"] > 2  # the fault hit the steady state, after the start-up backlog
+    # the target: the affected batch completes within 2 batch (trigger) intervals; on a machine
+    # too slow for the trigger, within 2 of its own normal batches
+    interval = max(res["trigger_s"], res["normal_batch_s"])
+    assert res["affected_batch_s"] <= 2 * interval, res["durations"]
+    # and the backlog the fault caused (replacement executor included) is gone within 30 s
+    assert res["recovered_after_s"] is not None and res["recovered_after_s"] <= 30, res
+    assert all(x == x for x in res["latency_s"])  # every live segment was committed
 
 def test_lose_one_executor_permanently(tmp_path: Path) -> None:
     res = run_fault("lose", tmp_path)
