@@ -755,14 +755,16 @@ class SparkPipeline:
         self,
         trigger_s: float,
         stop: threading.Event | None = None,
-        max_files: int = 1,
+        max_files: int = 8,
         name: str | None = None,
     ) -> bool:
         """Follow the input log live: a micro-batch every ``trigger_s`` seconds.
 
         Spark's processing-time trigger starts a batch at each multiple of ``trigger_s`` when
-        new segments are there (at most ``max_files`` per batch); a batch that overruns its
-        interval is followed at once by the next, so a backlog drains at full speed. Runs until
+        new segments are there, at most ``max_files`` per batch; a batch that overruns its
+        interval is followed at once by the next. With one file per batch a backlog (after a
+        slow start or a fault) would never drain while batches fit the interval, so the
+        default lets a batch take several. Runs until
         the log is closed (``InputLog.close``) or ``stop`` is set, then processes what is in
         the log and stops. Returns True when the stream ended (the log was closed): only then
         may ``flush`` close the open windows.

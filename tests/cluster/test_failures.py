@@ -63,6 +63,7 @@ def test_kill9_in_a_live_stream_recovers_within_two_trigger_intervals(tmp_path: 
     assert res["recovered_after_s"] is not None and res["recovered_after_s"] <= 30, res
     assert all(x == x for x in res["latency_s"])  # every live segment was committed
 
+
 def test_lose_one_executor_permanently(tmp_path: Path) -> None:
     res = run_fault("lose", tmp_path)
     check_common(res)

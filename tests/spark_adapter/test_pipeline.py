@@ -382,7 +382,7 @@ def test_live_stream_follows_the_log_on_its_trigger(spark, tmp_path: Path) -> No
 
     th = threading.Thread(target=writer)
     th.start()
-    ended = pipe.run_stream(trigger_s=1.0)
+    ended = pipe.run_stream(trigger_s=1.0, max_files=1)
     th.join()
     assert ended  # the log was closed: the stream ended
     pipe.flush()
