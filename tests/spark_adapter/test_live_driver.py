@@ -3,6 +3,7 @@ and a second driver that resumes from the first one's snapshots (real processes,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -104,3 +105,92 @@ def test_live_driver_stops_on_sigterm_and_the_next_one_resumes(tmp_path: Path) -
     assert len(got) == len(exp) > 0
     assert got[["key", "window_start"]].equals(exp[["key", "window_start"]])
     np.testing.assert_allclose(got["value"], exp["value"])
+
+
+def test_daemon_steers_a_live_pipeline_end_to_end(tmp_path: Path) -> None:
+    """The production setup in three processes: a paced input writer, a live pipeline driver
+    and the controller daemon in external mode. The daemon observes real batches and the
+    running pipeline pins the daemon's plans at batch boundaries."""
+    import sqlite3
+
+    from controller.decisionlog import DecisionLog
+
+    sc_path = SCENARIOS / "zipf-hotkey-shift.yaml"
+    work = tmp_path / "pipe"
+    cfg = tmp_path / "controller.yaml"
+    cfg.write_text(
+        json.dumps(
+            {
+                "control": {"interval_s": 2.0, "window_samples": 3},
+                "placement": {"method": "least-loaded"},
+                "shedding": {"method": "none"},
+                "substrate": {
+                    "kind": "spark-external",
+                    "scenario": str(sc_path),
+                    "workdir": str(work),
+                    "partitions": 2,
+                },
+                "metrics": {"port": 0},
+                "decision_log": str(tmp_path / "decisions.sqlite"),
+                "state_dir": str(tmp_path / "state"),
+            }
+        )
+    )  # JSON is YAML
+    common = [str(sc_path), "--workdir", str(work)]
+    kw = {"cwd": ROOT, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    procs = []
+    try:
+        daemon = subprocess.Popen([EXE, "run", "--config", str(cfg)], **kw)
+        procs.append(daemon)
+        deadline = time.monotonic() + 60
+        while not (work / "plans" / "current").exists():  # the daemon publishes plan 0
+            assert time.monotonic() < deadline and daemon.poll() is None, daemon.stderr
+            time.sleep(0.2)
+        gen = subprocess.Popen(
+            [
+                EXE,
+                "input",
+                "generate",
+                *common,
+                "--segments",
+                "60",
+                "--scale",
+                "0.05",
+                "--pace-s",
+                "1",
+            ],
+            **kw,
+        )
+        procs.append(gen)
+        drv = subprocess.Popen(
+            [EXE, "pipeline", "run", *common, "--master", "local[2]", "--trigger-s", "1"], **kw
+        )
+        procs.append(drv)
+        deadline = time.monotonic() + 180
+        pinned: list[tuple[int, int]] = []
+        while not any(v >= 2 for _, v in pinned):  # plan 1 is the initial routing table
+            assert time.monotonic() < deadline, f"no daemon plan pinned: {pinned}"
+            assert drv.poll() is None and daemon.poll() is None, "a process died"
+            time.sleep(1.0)
+            if (work / "planlog.sqlite").exists():
+                with contextlib.closing(sqlite3.connect(work / "planlog.sqlite")) as db:
+                    try:
+                        pinned = db.execute("SELECT batch_id, plan_version FROM pins").fetchall()
+                    except sqlite3.OperationalError:
+                        pinned = []
+        for p in (gen, drv, daemon):
+            os.kill(p.pid, signal.SIGTERM)
+        for p in (gen, drv, daemon):
+            _json_out(p) if p is not daemon else p.wait(timeout=60)
+        assert daemon.returncode == 0, daemon.stderr.read()[-3000:] if daemon.stderr else ""
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGKILL)
+    rows = DecisionLog(tmp_path / "decisions.sqlite").last(50)
+    observed = [r for r in rows if sum(r["observation"].get("node_load", {}).values()) > 0]
+    assert observed, "the daemon must see the pipeline's real batches"
+    # the hot keys were split on what the daemon saw of the running pipeline
+    assert any(r["kind"].endswith("reroute") and "0 hot key" not in r["reason"] for r in rows)
+    versions = [v for _, v in sorted(pinned)]
+    assert versions == sorted(versions)  # a running pipeline only moves forward in plans
