@@ -31,7 +31,14 @@ from core.cluster import NodeStatus
 from ha.detector import FailureDetector, Transition
 from spark_adapter.metrics import RestPoller
 
-__all__ = ["ExecutorMonitor", "executor_pids", "kill_executor", "lose_executor", "stop_executor"]
+__all__ = [
+    "ExecutorMonitor",
+    "executor_alive",
+    "executor_pids",
+    "kill_executor",
+    "lose_executor",
+    "stop_executor",
+]
 
 
 def executor_pids(app_id: str) -> dict[str, int]:
@@ -93,7 +100,6 @@ class ExecutorMonitor:
         self.rest = RestPoller(spark.sparkContext.uiWebUrl, spark.sparkContext.applicationId)
         self.fence = fence
         self.detector: FailureDetector | None = None
-        self.progress: dict[str, tuple[float, int]] = {}
         self.transitions: list[Transition] = []
         self.fenced: list[str] = []
         self.suspect_s, self.fail_s = suspect_s, fail_s
@@ -101,8 +107,8 @@ class ExecutorMonitor:
     def poll(self, now: float | None = None) -> list[Transition]:
         """One poll: heartbeats for live executors; fence the failed (never the last one).
 
-        On this machine an executor's heartbeat is its process being present and not stopped;
-        for executors elsewhere, progress in the REST totals (or having nothing to do) counts.
+        An executor's heartbeat is ``executor_alive``: its process on this machine, Spark's own
+        liveness for executors elsewhere.
         """
         now = time.monotonic() if now is None else now
         raw = [e for e in self.rest._get("/allexecutors") if e["id"] != "driver"]
@@ -117,15 +123,7 @@ class ExecutorMonitor:
                 self.detector.last[eid] = now
                 self.detector.status[eid] = NodeStatus.UP
                 self.detector.epoch[eid] = 0
-            if not e.get("isActive", True):
-                continue
-            if eid in pids:
-                alive = _running(pids[eid])
-            else:
-                mark = (e.get("totalDuration", 0), e.get("completedTasks", 0))
-                alive = self.progress.get(eid) != mark or e.get("activeTasks", 0) == 0
-                self.progress[eid] = mark
-            if alive:
+            if executor_alive(e, pids.get(eid)):
                 self.detector.heartbeat(eid, now)
         tr = self.detector.check(now)
         for t in tr:
@@ -144,6 +142,21 @@ class ExecutorMonitor:
                     self.fenced.append(t.node)
         self.transitions += tr
         return tr
+
+
+def executor_alive(row: dict[str, Any], pid: int | None) -> bool:
+    """Whether one REST ``/allexecutors`` row counts as a heartbeat.
+
+    An executor on this machine (``pid`` known) is alive while its process runs: a stopped
+    (SIGSTOP) or dead process is not, which the detector sees within its own timeouts. For an
+    executor elsewhere only Spark knows: alive while Spark counts it active, which it stops
+    doing when the executor's heartbeats have been missing for ``spark.network.timeout``.
+    Task progress is no signal: an executor busy with one long task shows none and is healthy,
+    and fencing it would kill a good executor.
+    """
+    if not row.get("isActive", True):
+        return False
+    return _running(pid) if pid is not None else True
 
 
 def _running(pid: int) -> bool:
