@@ -519,13 +519,14 @@ def inject_cmd(
     ],
     target: Annotated[str | None, typer.Argument(help="executor id (not for kill-driver)")] = None,
     workdir: Annotated[
-        Path, typer.Option(help="the running replay's working directory (app.json)")
+        Path, typer.Option(help="the running pipeline's working directory (app.json)")
     ] = Path("."),
     seconds: Annotated[
         float, typer.Option(min=0.1, help="stop-executor: how long to stop it")
     ] = 10.0,
 ) -> None:
-    """Inject a fault into a running replay (its workdir/app.json names the application).
+    """Inject a fault into a running pipeline, a replay or a live driver (its workdir/app.json
+    names the application and the driver).
 
     Example: trimtab inject kill-executor 1 --workdir /tmp/run
     """
@@ -535,7 +536,7 @@ def inject_cmd(
 
     f = workdir / "app.json"
     if not f.exists():
-        _fail(f"--workdir: no app.json in {workdir} (is a replay running there?)")
+        _fail(f"--workdir: no app.json in {workdir} (is a replay or a driver running there?)")
     app_info = json.loads(f.read_text())
     try:
         if fault == "kill-driver":

@@ -107,30 +107,12 @@ def replay_spark(
     loop_box["loop"] = loop
     loop.start()
     rows_in = pipe.input.generate(scenario, batches, scale=scale)
-    import json as _json
-    import os as _os
+    from spark_adapter.faults import publish_app, serve_lose_requests
 
-    (work / "app.json").write_text(
-        _json.dumps(
-            {
-                "app_id": spark.sparkContext.applicationId,
-                "ui": spark.sparkContext.uiWebUrl,
-                "driver_pid": _os.getpid(),
-                "master": master,
-            }
-        )
-    )
-
-    def lose_requests(st: Any) -> None:
-        req = work / "inject-lose"
-        if req.exists():
-            from spark_adapter.faults import lose_executor
-
-            lose_executor(spark, req.read_text().strip())
-            req.unlink()
+    publish_app(spark, work, master)
 
     inner = pipe.on_batch
-    pipe.on_batch = lambda st: (lose_requests(st), inner(st) if inner else None)
+    pipe.on_batch = lambda st: (serve_lose_requests(spark, work), inner(st) if inner else None)
     t0 = time.perf_counter()
     try:
         pipe.run_available(name=None)

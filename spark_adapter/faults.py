@@ -19,10 +19,12 @@ polite request) so its tasks are rescheduled at once, long before Spark's networ
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -37,6 +39,8 @@ __all__ = [
     "executor_pids",
     "kill_executor",
     "lose_executor",
+    "publish_app",
+    "serve_lose_requests",
     "stop_executor",
 ]
 
@@ -142,6 +146,30 @@ class ExecutorMonitor:
                     self.fenced.append(t.node)
         self.transitions += tr
         return tr
+
+
+def publish_app(spark: Any, workdir: str | Path, master: str) -> None:
+    """Write ``workdir/app.json``: what ``trimtab inject`` needs to find a running driver
+    (application id, web UI, driver pid, master). Written by the driver doing the work."""
+    from spark_adapter.actuator import atomic_write
+
+    sc = spark.sparkContext
+    info = {
+        "app_id": sc.applicationId,
+        "ui": sc.uiWebUrl,
+        "driver_pid": os.getpid(),
+        "master": master,
+    }
+    atomic_write(Path(workdir) / "app.json", json.dumps(info).encode())
+
+
+def serve_lose_requests(spark: Any, workdir: str | Path) -> None:
+    """Carry out a pending ``trimtab inject lose-executor`` (the ``inject-lose`` file): only
+    the driver can ask the cluster manager to remove an executor. Called between batches."""
+    req = Path(workdir) / "inject-lose"
+    if req.exists():
+        lose_executor(spark, req.read_text().strip())
+        req.unlink()
 
 
 def executor_alive(row: dict[str, Any], pid: int | None) -> bool:

@@ -130,6 +130,7 @@ def run_driver(
     if trigger_s is not None and trigger_s <= 0:
         raise ValueError(f"trigger_s must be positive, got {trigger_s}")
     from core.scenario import load_scenario
+    from spark_adapter.faults import publish_app, serve_lose_requests
     from spark_adapter.operators import compile_query
     from spark_adapter.pipeline import SparkPipeline
     from spark_adapter.session import make_session
@@ -188,7 +189,14 @@ def run_driver(
             os.kill(os.getpid(), signal.SIGKILL)  # crash between the output and its commit
 
     pipe.fault_hook = hook
-    pipe.on_batch = lambda st: first_commit.append(time.time()) if not first_commit else None
+    publish_app(spark, work, master)  # `trimtab inject` finds the driver doing the work
+
+    def on_batch(st: Any) -> None:
+        if not first_commit:
+            first_commit.append(time.time())
+        serve_lose_requests(spark, work)
+
+    pipe.on_batch = on_batch
     restored = pipe.restore()
     t_restored = time.time()
     if trigger_s is None:
