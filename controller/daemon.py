@@ -178,6 +178,7 @@ class Daemon:
         )
         self.log = DecisionLog(settings.decision_log, settings.decision_retention_rounds)
         self.telemetry = Telemetry()
+        self._newest_batch = -1  # of the steered pipeline (external mode)
         self.loop = ControlLoop(
             substrate, policy, settings.control.window_samples, settings.control.dry_run
         )
@@ -273,6 +274,14 @@ class Daemon:
             t.migrations.inc(float(moved))
         if rec.kind.startswith("recover"):
             t.failures.inc()
+        for st in getattr(self.substrate, "fresh", []):  # a steered Spark pipeline's batches
+            t.batch_duration.observe(st.duration_s)
+            t.pipeline_rows.inc(float(st.rows.sum()))
+            if st.batch_id >= self._newest_batch:
+                self._newest_batch = st.batch_id
+                t.last_batch.set(st.batch_id)
+                if "started_at" in st.info:
+                    t.last_commit.set(st.info["started_at"] + st.duration_s)
         current = self.loop.plan
         for s in self.loop.policy.ctx.network.streams:
             t.shed_ratio.labels(stream=s).set(1.0 - current.shed.keep_of(s))

@@ -56,6 +56,24 @@ class Telemetry:
             registry=r,
         )
         self.failures = Counter("trimtab_failures_detected", "Node failures detected", registry=r)
+        # the steered Spark pipeline, from its batch metrics files (external mode)
+        self.batch_duration = Histogram(
+            "trimtab_pipeline_batch_duration_seconds",
+            "Micro-batch duration (foreachBatch wall time)",
+            registry=r,
+            buckets=(0.25, 0.5, 1, 2, 3, 5, 10, 20, 60),
+        )
+        self.last_batch = Gauge(
+            "trimtab_pipeline_last_batch_id", "Newest micro-batch the pipeline finished", registry=r
+        )
+        self.last_commit = Gauge(
+            "trimtab_pipeline_last_batch_end_timestamp_seconds",
+            "Unix time the newest micro-batch ended (alert on time() minus this)",
+            registry=r,
+        )
+        self.pipeline_rows = Counter(
+            "trimtab_pipeline_rows", "Rows the pipeline's keyed stage processed", registry=r
+        )
         self.build = Gauge("trimtab_build_info", "Build information", ["version"], registry=r)
         self.build.labels(version=_version()).set(1)
         self.server: Any = None

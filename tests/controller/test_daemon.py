@@ -420,3 +420,7 @@ def test_daemon_steers_a_spark_pipeline_through_its_files(tmp_path: Path) -> Non
 
     plan = PlanStore(work / "plans").load_current()
     assert plan.version == d.loop.plan.version and 1 in plan.routing.hot
+    reg = d.telemetry.registry  # the pipeline's own health, from its batch files
+    assert reg.get_sample_value("trimtab_pipeline_batch_duration_seconds_count") == 6
+    assert reg.get_sample_value("trimtab_pipeline_last_batch_id") == 5
+    assert reg.get_sample_value("trimtab_pipeline_rows_total") == 6 * 400

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +34,14 @@ def _json_out(p: subprocess.Popen) -> dict:
     out, err = p.communicate(timeout=300)
     assert p.returncode == 0, err[-3000:]
     return json.loads(out.strip().splitlines()[-1])
+
+
+def _sample(text: str, name: str) -> float:
+    """One unlabelled sample of a Prometheus text exposition (-1 when absent)."""
+    for ln in text.splitlines():
+        if ln.startswith(name + " "):
+            return float(ln.split()[-1])
+    return -1.0
 
 
 def test_live_driver_stops_on_sigterm_and_the_next_one_resumes(tmp_path: Path) -> None:
@@ -180,6 +189,19 @@ def test_daemon_steers_a_live_pipeline_end_to_end(tmp_path: Path) -> None:
                         pinned = db.execute("SELECT batch_id, plan_version FROM pins").fetchall()
                     except sqlite3.OperationalError:
                         pinned = []
+        # the daemon's Prometheus endpoint reports the pipeline's own progress
+        port = json.loads((tmp_path / "state" / "status.json").read_text())["metrics_port"]
+        deadline = time.monotonic() + 60
+        while True:  # the daemon reads the batch files at its next rounds
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+                text = resp.read().decode()
+            seen = _sample(text, "trimtab_pipeline_last_batch_id")
+            if seen >= 2 or time.monotonic() > deadline:
+                break
+            time.sleep(1.0)
+        assert seen >= 2, text[-2000:]
+        assert _sample(text, "trimtab_pipeline_batch_duration_seconds_count") >= 3
+        assert _sample(text, "trimtab_pipeline_rows_total") > 0
         # fault injection finds the live driver through its app.json
         jvms = [c.pid for c in psutil.Process(drv.pid).children(recursive=True)]
         r = subprocess.run(
