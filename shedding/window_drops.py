@@ -7,7 +7,9 @@ keep fraction ``x`` to window ids: window ``j`` (panes ``j .. j+w-1``, start ``j
 a fixed uniform ``u(j)`` (a stable hash of its *block* ``j // B``, independent of the batch), and
 
 * a tuple in pane ``p`` is dropped early, in batch ``b``, when every window it belongs to
-  (``j`` in ``p-w+1 .. p``) has ``u(j) >= keep_b``: no window that is still kept needs it;
+  (``j`` in ``p-w+1 .. p``) has ``u(j) >= floor_j(b)``, the smallest keep of the batches that
+  could have fed window ``j`` so far (``b`` included): no window that can still be emitted
+  needs it, and a window an earlier, lower keep already ruled out takes no more tuples;
 * window ``j`` is emitted, in the batch ``e`` that closes it, only if ``u(j) < floor_j``, the
   smallest keep of every batch that could have delivered its tuples: batch ``e`` and every
   earlier batch ``b`` whose successor's watermark reached the window's start. Watermarks only
@@ -35,7 +37,9 @@ __all__ = [
     "WINDOW_BATCH",
     "block_size",
     "early_keep_mask",
+    "floor_keep_mask",
     "floor_steps",
+    "step_value",
     "window_floor",
     "window_uniform",
 ]
@@ -77,6 +81,56 @@ def early_keep_mask(panes: ArrayLike, w: int, keep: float, block: int = 1) -> ND
     return np.asarray((u < keep).any(axis=1))
 
 
+def step_value(x: ArrayLike, thresholds: ArrayLike, values: ArrayLike, default: float) -> Array:
+    """A step function at ``x``: ``values[i]`` for the first ``i`` with ``x <= thresholds[i]``
+    (thresholds ascending), else ``default`` (Spark: ``CASE WHEN x <= t0 THEN v0 ... END``)."""
+    xs = np.asarray(x, dtype=float)
+    th = np.asarray(thresholds, dtype=float)
+    val = np.asarray(values, dtype=float)
+    out = np.full(xs.shape, float(default))
+    if th.size:
+        i = np.searchsorted(th, xs, side="left")
+        inside = i < th.size
+        out[inside] = val[i[inside]]
+    return out
+
+
+def floor_keep_mask(
+    panes: ArrayLike,
+    w: int,
+    slide: float,
+    block: int,
+    thresholds: ArrayLike,
+    values: ArrayLike,
+    default: float,
+) -> NDArray[np.bool_]:
+    """Keep a tuple of pane ``p`` iff some window ``j`` in ``p-w+1 .. p`` has ``u(j) < floor_j``,
+    the floor so far (this batch's ``floor_steps``, as a step function of the window start).
+
+    Stricter than ``early_keep_mask`` with this batch's keep: a window that an earlier batch's
+    lower keep already rules out takes no more tuples, yet every window that can still be
+    emitted keeps all of them (its floor at emission is at most its floor now). The floor is
+    non-decreasing in the window start, so within a block only the pane's last window counts.
+
+    Examples
+    --------
+    No steps: the floor is this batch's keep, as in ``early_keep_mask``.
+
+    >>> p = np.arange(40)
+    >>> bool((floor_keep_mask(p, 3, 2.0, 12, [], [], 0.5) == early_keep_mask(p, 3, 0.5, 12)).all())
+    True
+    """
+    p = np.asarray(panes, dtype=np.int64)
+    lo, hi = np.floor_divide(p - w + 1, block), np.floor_divide(p, block)
+    out = np.zeros(p.size, dtype=bool)
+    for k in range(int((hi - lo).max(initial=0)) + 1):
+        bk = lo + k
+        last = np.minimum(p, (bk + 1) * block - 1)  # the block's last window holding pane p
+        floor = step_value(last.astype(float) * slide, thresholds, values, default)
+        out |= (bk <= hi) & (uniform_of(bk, WINDOW_BATCH) < floor)
+    return out
+
+
 def floor_steps(
     next_wm: ArrayLike, keeps: ArrayLike, keep_now: float
 ) -> tuple[Array, Array, float]:
@@ -106,12 +160,5 @@ def window_floor(starts: ArrayLike, next_wm: ArrayLike, keeps: ArrayLike, keep_n
     >>> window_floor([5, 15, 25, 35], [10, 20, 30], [1.0, 0.5, 1.0], 0.8).tolist()
     [0.5, 0.5, 0.8, 0.8]
     """
-    x = np.asarray(starts, dtype=float)
     th, val, default = floor_steps(next_wm, keeps, keep_now)
-    if th.size == 0:
-        return np.full(x.size, default)
-    i = np.searchsorted(th, x, side="left")  # first batch whose next watermark >= start
-    out = np.full(x.size, default)
-    inside = i < th.size
-    out[inside] = val[i[inside]]
-    return out
+    return step_value(starts, th, val, default)  # first batch whose next watermark >= start

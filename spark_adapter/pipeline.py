@@ -47,7 +47,7 @@ from shedding.drops import drop_seed
 from shedding.window_drops import (
     WINDOW_BATCH,
     block_size,
-    early_keep_mask,
+    floor_keep_mask,
     floor_steps,
     window_floor,
     window_uniform,
@@ -219,22 +219,14 @@ class SparkPipeline:
             self._keep_by_version[version] = self.window_keep(self.plans.load(version))
         return self._keep_by_version[version]
 
-    def window_tuple_condition(self, plan: Plan) -> Column:
-        """Window-aware drops: keep a row (by its ``pane``) iff one of its windows' blocks is
-        kept under ``plan`` (``shedding.window_drops.early_keep_mask``)."""
-        keep_w = self.window_keep(plan)
-        w = self.q.panes_per_window
-        blk = block_size(w)
-        u = _uniform_sql("bk", drop_seed(WINDOW_BATCH))
-        lo = f"CAST(floor((pane - {w - 1}) / {blk}) AS BIGINT)"
-        hi = f"CAST(floor(pane / {blk}) AS BIGINT)"
-        return F.expr(f"exists(sequence({lo}, {hi}), bk -> {u} < {keep_w!r}D)")
+    def floor_steps_at(
+        self, batch_id: int, wm_prev: float, keep_now: float
+    ) -> tuple[list[tuple[float, float]], float]:
+        """``floor_j`` in batch ``batch_id`` as steps over the window start (``floor_steps``).
 
-    def window_emit_condition(self, plan: Plan, batch_id: int, wm_prev: float) -> Column:
-        """Window-aware drops: emit window j only if ``u(j) < floor_j`` (``shedding.window_drops``).
-
-        The floor is a step function of the window start, built from the pinned watermarks and
-        plans of the earlier batches; only steps that windows closing now can reach are kept.
+        Built from the pinned watermarks and plans of the earlier batches; only steps that
+        windows still open in this batch (closing now or later) can reach are kept. The same
+        steps drive the emit condition, the early drops and their Python mirror.
         """
         hist = [r for r in self.log.pin_rows() if r[0] <= batch_id]
         lo = (
@@ -242,28 +234,47 @@ class SparkPipeline:
             if wm_prev == -math.inf
             else (math.floor((wm_prev - self.q.size_s) / self.q.slide_s + 1e-9) + 1)
             * self.q.slide_s
-        )  # the earliest start of a window this batch can close
-        # earlier batches whose next watermark stayed below lo fed no window closing now
+        )  # the earliest start of a window still open in this batch
+        # earlier batches whose next watermark stayed below lo fed no window still open
         first = next((i for i in range(len(hist) - 1) if hist[i + 1][3] >= lo), len(hist) - 1)
         next_wm = [hist[i + 1][3] for i in range(first, len(hist) - 1)]
         keeps = [self._version_keep(hist[i][1]) for i in range(first, len(hist) - 1)]
-        th, val, default = floor_steps(next_wm, keeps, self.window_keep(plan))
+        th, val, default = floor_steps(next_wm, keeps, keep_now)
         steps = [
             (float(t), float(v))
             for i, (t, v) in enumerate(zip(th, val, strict=True))
             if math.isfinite(t) and not (i + 1 < len(val) and val[i + 1] == v)
         ]
+        return steps, default
+
+    @staticmethod
+    def _floor_sql(steps: list[tuple[float, float]], default: float, start: str) -> str:
+        if not steps:
+            return f"{default!r}D"
+        cases = " ".join(f"WHEN {start} <= {t!r}D THEN {v!r}D" for t, v in steps)
+        return f"CASE {cases} ELSE {default!r}D END"
+
+    def window_tuple_condition(self, plan: Plan, batch_id: int, wm_prev: float) -> Column:
+        """Window-aware drops: keep a row (by its ``pane``) iff one of its windows can still be
+        emitted: ``u(j) < floor_j`` so far (``shedding.window_drops.floor_keep_mask``)."""
+        steps, default = self.floor_steps_at(batch_id, wm_prev, self.window_keep(plan))
+        w = self.q.panes_per_window
+        blk = block_size(w)
+        slide = float(self.q.slide_s)
+        u = _uniform_sql("bk", drop_seed(WINDOW_BATCH))
+        lo = f"CAST(floor((pane - {w - 1}) / {blk}) AS BIGINT)"
+        hi = f"CAST(floor(pane / {blk}) AS BIGINT)"
+        start = f"(CAST(least(pane, (bk + 1) * {blk} - 1) AS DOUBLE) * {slide!r}D)"
+        floor = self._floor_sql(steps, default, start)
+        return F.expr(f"exists(sequence({lo}, {hi}), bk -> {u} < {floor})")
+
+    def window_emit_condition(self, plan: Plan, batch_id: int, wm_prev: float) -> Column:
+        """Window-aware drops: emit window j only if ``u(j) < floor_j`` (``shedding.window_drops``)."""
+        steps, default = self.floor_steps_at(batch_id, wm_prev, self.window_keep(plan))
         start = f"(CAST(pane AS DOUBLE) * {float(self.q.slide_s)!r}D)"
-        floor = (
-            "CASE "
-            + " ".join(f"WHEN {start} <= {t!r}D THEN {v!r}D" for t, v in steps)
-            + f" ELSE {default!r}D END"
-            if steps
-            else f"{default!r}D"
-        )
         blk = block_size(self.q.panes_per_window)
         u = _uniform_sql(f"CAST(floor(pane / {blk}) AS BIGINT)", drop_seed(WINDOW_BATCH))
-        return F.expr(f"{u} < {floor}")
+        return F.expr(f"{u} < {self._floor_sql(steps, default, start)}")
 
     def keep_condition(self, plan: Plan, batch_id: int) -> Column:
         """Deterministic shedding: keep when the row's uniform is below its stream's keep."""
@@ -275,7 +286,9 @@ class SparkPipeline:
                 cond = cond & ((F.col("stream") != stream) | (u < F.lit(float(keep))))
         return cond
 
-    def routed_input(self, df: DataFrame, plan: Plan, batch_id: int) -> DataFrame:
+    def routed_input(
+        self, df: DataFrame, plan: Plan, batch_id: int, wm_prev: float = -math.inf
+    ) -> DataFrame:
         """Input rows of batch b, shed, filtered, tagged 'I', with their key group and partition."""
         side = F.create_map(*[x for s, i in self.q.sides.items() for x in (F.lit(s), F.lit(i))])
         filt = F.lit(False)
@@ -299,7 +312,7 @@ class SparkPipeline:
             F.col("event_id"),
         )
         if self.window_drops and self.window_keep(plan) < 1.0:
-            rows = rows.where(self.window_tuple_condition(plan))
+            rows = rows.where(self.window_tuple_condition(plan, batch_id, wm_prev))
         rows = rows.withColumn("pid", self._pid(plan, _uniform_sql("event_id", ROUTE_SEED)))
         return rows.select(
             *ROW_COLUMNS[:9],
@@ -361,7 +374,9 @@ class SparkPipeline:
             res.loc[t, "pane"] = int(ins.max()) if len(ins) else -1
             yield res
 
-        merged = self.routed_input(df, plan, batch_id).unionByName(self.rerouted_state(prev, plan))
+        merged = self.routed_input(df, plan, batch_id, wm_prev).unionByName(
+            self.rerouted_state(prev, plan)
+        )
         res = (
             merged.repartitionById(n, "pid")
             .mapInPandas(fold, ROW_DDL)
@@ -851,6 +866,7 @@ class SparkPipeline:
         ids = events["event_id"].to_numpy()
         panes = np.floor(events["ts"].to_numpy() / self.q.slide_s).astype(np.int64)
         w = self.q.panes_per_window
+        wm_prev = {r[0]: r[2] for r in self.log.pin_rows()}
         for b, st in self.stats.items():
             lo, hi = st.event_range
             if lo < 0:
@@ -859,7 +875,16 @@ class SparkPipeline:
             sel = (ids >= lo) & (ids <= hi)
             covered |= sel
             if self.window_drops:
-                keep[sel] = early_keep_mask(panes[sel], w, self.window_keep(plan), block_size(w))
+                steps, default = self.floor_steps_at(b, wm_prev[b], self.window_keep(plan))
+                keep[sel] = floor_keep_mask(
+                    panes[sel],
+                    w,
+                    self.q.slide_s,
+                    block_size(w),
+                    [t for t, _ in steps],
+                    [v for _, v in steps],
+                    default,
+                )
                 continue
             for stream in self.q.sides:
                 k = plan.shed.keep_of(stream)

@@ -38,3 +38,30 @@ def test_blocks_free_most_tuples_of_sliding_windows() -> None:
     blocked = 1 - early_keep_mask(panes, w, 0.5, block_size(w)).mean()
     assert tuple_wise < 0.01  # each window alone: a tuple is freed only if all 10 are dropped
     assert blocked > 0.3  # blocks of 4w windows: most dropped blocks free their tuples
+
+
+@settings(deadline=None)
+@given(
+    st.integers(1, 12),
+    st.lists(st.floats(0.0, 1.0), min_size=0, max_size=8),
+    st.floats(0.0, 1.0),
+    st.integers(-50, 500),
+    st.booleans(),
+)
+def test_floor_keep_matches_the_window_rule(
+    w: int, keeps: list[float], keep_now: float, p0: int, blocked: bool
+) -> None:
+    """A tuple is kept iff one of its windows has u(j) < floor_j so far, window by window."""
+    from shedding.window_drops import floor_keep_mask, floor_steps
+
+    slide, block = 2.0, (block_size(w) if blocked else 1)
+    next_wm = (p0 + np.arange(len(keeps)) * 7.0) * slide  # watermarks only grow
+    th, val, default = floor_steps(next_wm, keeps, keep_now)
+    panes = np.arange(p0, p0 + 60)
+    got = floor_keep_mask(panes, w, slide, block, th, val, default)
+    for p, g in zip(panes, got, strict=True):
+        js = np.arange(p - w + 1, p + 1)
+        floors = window_floor(js * slide, next_wm, keeps, keep_now)
+        assert g == bool((window_uniform(js, block) < floors).any())
+    # never more than this batch's keep alone would keep
+    assert (got <= early_keep_mask(panes, w, default, block)).all()

@@ -356,17 +356,29 @@ def test_window_drops_shed_whole_windows_and_keep_the_rest_exact(
 
 
 def test_window_drop_condition_in_spark_equals_python(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from shedding.window_drops import block_size, early_keep_mask
+    from shedding.window_drops import block_size, early_keep_mask, floor_keep_mask
 
-    _, q, pipe = make(spark, tmp_path, segments=1)
+    _, q, pipe = make(spark, tmp_path, segments=6)
     pipe.window_drops = True
-    p = plan(q, [0] * q.key_groups, keep={s: 0.5 for s in q.sides})
-    panes = np.arange(-3000, 9000)
+    keeps = [1.0, 0.3, 1.0, 0.9, 0.6, 0.8]  # a low keep while windows are open, then higher
+    for b in range(6):
+        pipe.plans.publish(plan(q, [0] * q.key_groups, b, keep={s: keeps[b] for s in q.sides}))
+        pipe.process(segment(spark, pipe, b), b)
+    b = 5
+    wm_prev = {r[0]: r[2] for r in pipe.log.pin_rows()}[b]
+    p = pipe.plans.load(b)
+    steps, default = pipe.floor_steps_at(b, wm_prev, pipe.window_keep(p))
+    assert steps and min(v for _, v in steps) < default  # earlier, lower keeps still count
+    w, blk = q.panes_per_window, block_size(q.panes_per_window)
+    panes = np.arange(-300, 900)
     df = spark.createDataFrame(pd.DataFrame({"pane": panes}))
-    got = df.select(pipe.window_tuple_condition(p).alias("k")).toPandas()["k"].to_numpy()
-    w = q.panes_per_window
-    np.testing.assert_array_equal(got, early_keep_mask(panes, w, 0.5, block_size(w)))
-    assert 0 < got.mean() < 1
+    got = df.select(pipe.window_tuple_condition(p, b, wm_prev).alias("k")).toPandas()["k"]
+    th, val = [t for t, _ in steps], [v for _, v in steps]
+    want = floor_keep_mask(panes, w, q.slide_s, blk, th, val, default)
+    np.testing.assert_array_equal(got.to_numpy(), want)  # Spark = Python, pane by pane
+    # stricter than this batch's keep alone: windows an earlier keep ruled out take nothing
+    plain = early_keep_mask(panes, w, default, blk)
+    assert (want <= plain).all() and want.sum() < plain.sum()
     pipe.cleanup()
 
 
