@@ -108,7 +108,9 @@ windows whose value equals the no-drop value; the last column: the sink equals t
 Tuple drops shed load, but a third of the windows they emit are wrong (lower counts). Window
 drops emit only exact windows. Their shares are coarse: a window is emitted only if its uniform
 is below the smallest keep of every batch that fed it, so a fluctuating keep fraction costs more
-windows than its mean suggests. For sliding windows the decisions are per block of 4w windows
+windows than its mean suggests. A tuple is kept only while one of its windows can still be
+emitted (its floor so far, earlier batches included), so the rows of windows that a lower keep
+has already ruled out are shed too, at no cost in emitted windows. For sliding windows the decisions are per block of 4w windows
 (12 s here), so a 48 s run holds only a few blocks and the shed and emitted shares stray far
 from the keep fractions; the guarantee (every emitted window exact) holds regardless.
 """
