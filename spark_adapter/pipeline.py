@@ -142,6 +142,7 @@ class SparkPipeline:
         # then a subset of the exact answer
         self.window_drops = False
         self._keep_by_version: dict[int, float] = {}
+        self._floor_memo: tuple[tuple[int, float, float], Any] | None = None
         self.backup = UpstreamBackup()
         self.trim_log: list[
             tuple[int, int, int]
@@ -220,15 +221,24 @@ class SparkPipeline:
         return self._keep_by_version[version]
 
     def floor_steps_at(
-        self, batch_id: int, wm_prev: float, keep_now: float
+        self,
+        batch_id: int,
+        wm_prev: float,
+        keep_now: float,
+        pins: list[tuple[int, int, float, float]] | None = None,
     ) -> tuple[list[tuple[float, float]], float]:
         """``floor_j`` in batch ``batch_id`` as steps over the window start (``floor_steps``).
 
-        Built from the pinned watermarks and plans of the earlier batches; only steps that
-        windows still open in this batch (closing now or later) can reach are kept. The same
-        steps drive the emit condition, the early drops and their Python mirror.
+        Built from the pinned watermarks and plans of the earlier batches (``pins``: the plan
+        log's rows, read when not given); only steps that windows still open in this batch
+        (closing now or later) can reach are kept. The same steps drive the early drops and the
+        emit condition of a batch, and their Python mirror. Pins never change, so the last
+        answer is reused when a batch asks twice.
         """
-        hist = [r for r in self.log.pin_rows() if r[0] <= batch_id]
+        key = (batch_id, wm_prev, keep_now)
+        if pins is None and self._floor_memo is not None and self._floor_memo[0] == key:
+            return self._floor_memo[1]
+        hist = [r for r in (self.log.pin_rows() if pins is None else pins) if r[0] <= batch_id]
         lo = (
             -math.inf
             if wm_prev == -math.inf
@@ -245,6 +255,7 @@ class SparkPipeline:
             for i, (t, v) in enumerate(zip(th, val, strict=True))
             if math.isfinite(t) and not (i + 1 < len(val) and val[i + 1] == v)
         ]
+        self._floor_memo = (key, (steps, default))
         return steps, default
 
     @staticmethod
@@ -779,10 +790,9 @@ class SparkPipeline:
         new segments are there, at most ``max_files`` per batch; a batch that overruns its
         interval is followed at once by the next. With one file per batch a backlog (after a
         slow start or a fault) would never drain while batches fit the interval, so the
-        default lets a batch take several. Runs until
-        the log is closed (``InputLog.close``) or ``stop`` is set, then processes what is in
-        the log and stops. Returns True when the stream ended (the log was closed): only then
-        may ``flush`` close the open windows.
+        default lets a batch take several. Runs until the log is closed (``InputLog.close``)
+        or ``stop`` is set, then processes what is in the log and stops. Returns True when the
+        stream ended (the log was closed): only then may ``flush`` close the open windows.
         """
         if trigger_s <= 0:
             raise ValueError(f"trigger_s must be positive, got {trigger_s}")
@@ -866,7 +876,8 @@ class SparkPipeline:
         ids = events["event_id"].to_numpy()
         panes = np.floor(events["ts"].to_numpy() / self.q.slide_s).astype(np.int64)
         w = self.q.panes_per_window
-        wm_prev = {r[0]: r[2] for r in self.log.pin_rows()}
+        pins = self.log.pin_rows()
+        wm_prev = {r[0]: r[2] for r in pins}
         for b, st in self.stats.items():
             lo, hi = st.event_range
             if lo < 0:
@@ -875,7 +886,7 @@ class SparkPipeline:
             sel = (ids >= lo) & (ids <= hi)
             covered |= sel
             if self.window_drops:
-                steps, default = self.floor_steps_at(b, wm_prev[b], self.window_keep(plan))
+                steps, default = self.floor_steps_at(b, wm_prev[b], self.window_keep(plan), pins)
                 keep[sel] = floor_keep_mask(
                     panes[sel],
                     w,

@@ -1,8 +1,8 @@
 """The replayable input log: numbered, immutable Parquet segments written atomically.
 
 Segment ``seg-000042.parquet`` holds one tick (``tick_s`` seconds) of every stream of a
-scenario: ``event_id`` (unique, increasing; segment t's ids start at t x 2^32), ``stream``, ``ts`` (event time, s), ``key`` and the
-value columns ``v`` and ``c``. Segments are written to a hidden temporary name and renamed, so
+scenario: ``event_id`` (unique, increasing; segment t's ids start at t x 2^32), ``stream``,
+``ts`` (event time, s), ``key`` and the value columns ``v`` and ``c``. Segments are written to a hidden temporary name and renamed, so
 Spark's file source (which skips names starting with ``.``) never sees a partial file. The
 generator follows the scenario's rates, key distributions and hot-key shifts, and is
 deterministic by seed: segment t depends only on the scenario, the scale and t, so a log
@@ -129,10 +129,9 @@ class InputLog:
         t0 = time.monotonic()
         for t in range(start, start + segments):
             if pace_s is not None:
-                due = t0 + (t - start) * pace_s
-                if stop is not None and stop.wait(max(0.0, due - time.monotonic())):
-                    break
-                time.sleep(max(0.0, due - time.monotonic()))
+                delay = max(0.0, t0 + (t - start) * pace_s - time.monotonic())
+                if (stop or threading.Event()).wait(delay):
+                    break  # stopped: ``stop`` was set
             rng = np.random.default_rng([scenario.seed, 0x5E6, t])
             frames = []
             row = per_tick[t % per_tick.shape[0]]
