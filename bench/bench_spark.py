@@ -33,6 +33,7 @@ N = 2
 G = 8
 KEYS = 100_000
 WINDOW = {"size_s": 20, "slide_s": 2}  # sliding: every pane feeds 10 windows
+MERGE_COSTS_US = (25.0, 50.0, 100.0)  # per partial merged across partitions
 
 
 def collide_rotation() -> int:
@@ -44,7 +45,7 @@ def collide_rotation() -> int:
     raise RuntimeError("no colliding rotation")
 
 
-def scenario(rot: int) -> Scenario:
+def scenario(rot: int, merge_cost_us: float = 0.0) -> Scenario:
     return Scenario.model_validate(
         {
             "name": "bench-skewed-groupby",
@@ -72,6 +73,7 @@ def scenario(rot: int) -> Scenario:
                     "cost_us": COST_US,
                     "key_groups": G,
                     "window": WINDOW,
+                    "merge_cost_us": merge_cost_us,
                     "params": {"agg": "count"},
                 }
             ],
@@ -133,7 +135,25 @@ def max_rate(
         "phases": best_s.get("batch_phases_mean_s", {}),
         "busy_s_per_row": best_s["busy_s_per_row"],
         "fixed_s": best_s["batch_duration_p50"] - max(best_s["partition_busy_per_batch_s"]),
+        "partials_per_batch": best_s["partials_merged"] / max(1, best_s["batches"]),
     }
+
+
+def python_merge_us() -> float:
+    """Microseconds per group of a Python-level merge (pandas ``groupby.apply``) here: what a
+    user-defined aggregate's merge of one key's partials costs, for scale."""
+    import time
+
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame(
+        {"key": rng.integers(0, 10_000, 20_000), "cnt": 1.0, "sum": rng.random(20_000)}
+    )
+    g = df.groupby("key")
+    t0 = time.perf_counter()
+    g.apply(lambda x: x["sum"].sum() / x["cnt"].sum(), include_groups=False)
+    return (time.perf_counter() - t0) / g.ngroups * 1e6
 
 
 def main() -> None:
@@ -157,6 +177,13 @@ def main() -> None:
                 ("least-loaded", "dchoices"),
                 ("hash", "shuffle"),
             )
+        ]
+        # round-robin + merge against trimtab as merging a partial gets dearer: only
+        # round-robin merges every key's partials; trimtab merges its split hot keys' only
+        sweep = [
+            (m, max_rate(spark, scenario(rot, m), pl, part, work / f"{part}-m{m:.0f}"))
+            for m in MERGE_COSTS_US
+            for pl, part in (("hash", "shuffle"), ("least-loaded", "dchoices"))
         ]
     finally:
         spark.stop()
@@ -183,6 +210,16 @@ def main() -> None:
         + " |"
         for r in rows
     )
+    py_us = python_merge_us()
+    pairs = [(0.0, by["shuffle"], by["dchoices"])] + [
+        (sweep[i][0], sweep[i][1], sweep[i + 1][1]) for i in range(0, len(sweep), 2)
+    ]
+    merge_rows = "\n".join(
+        f"| {m:.0f} | {rr['partials_per_batch']:.0f} | {tt['partials_per_batch']:.0f} | "
+        f"{rr['max_rate']:.0f} | {tt['max_rate']:.0f} | {tt['max_rate'] / max(rr['max_rate'], 1):.2f} | "
+        f"{rr['phases'].get('output', 0.0):.3f} | {tt['phases'].get('output', 0.0):.3f} |"
+        for m, rr, tt in pairs
+    )
     body = f"""
 Command: `.venv/bin/python -m bench.bench_spark` ({environment()}; pyspark 4.3, local-cluster[2,1,1024]).
 
@@ -207,7 +244,17 @@ to the driver):
 {phases}
 
 trimtab (best hot-key routing) reaches {best / bound:.2f}x the bound, {best / max(by["hash"]["max_rate"], 1):.2f}x hash and
-{best / max(by["shuffle"]["max_rate"], 1):.2f}x round-robin + merge.
+{best / max(by["shuffle"]["max_rate"], 1):.2f}x round-robin + merge with the count's vectorised merge (free per partial).
+
+Round-robin + merge as merging a partial gets dearer (`merge_cost_us` of the aggregate, CPU
+per partial merged across partitions; the same workload otherwise). Round-robin merges every
+key's partials on the cluster (a second shuffle); trimtab (D-Choices) merges only its split hot
+keys' partials, on the driver. For scale: a Python-level merge (pandas `groupby.apply`, one
+call per key) costs {py_us:.0f} us per key on this machine.
+
+| merge cost per partial (us) | partials merged per batch, round-robin | same, trimtab | round-robin max rate | trimtab max rate | trimtab / round-robin | output phase s, round-robin | same, trimtab |
+|---|---|---|---|---|---|---|---|
+{merge_rows}
 """
     write_section("Spark pipeline: maximum sustained input rate", body)
     print(body)

@@ -36,6 +36,7 @@ SPARK_KEYS = (
     "rows_out",
     "rows_dropped",
     "state_rows_moved",
+    "partials_merged",
     "output_matches_reference",
 )
 SUMMARY_KEYS = (

@@ -243,6 +243,8 @@ def _summary(
         "late_tuples": late,
         "rows_out": int(sum(s.rows_out for s in stats)),
         "state_rows_moved": int(sum(s.state_moved for s in stats)),
+        # merge volume: partial results merged across partitions (round-robin: every key's)
+        "partials_merged": int(sum(s.info.get("partials_merged", 0) for s in stats)),
         "output_matches_reference": matches,
         "wall_s": wall,
         "partition_rows": [int(x) for x in np.sum([s.rows for s in real], axis=0)] if real else [],

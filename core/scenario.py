@@ -192,7 +192,20 @@ class OperatorModel(BaseModel):
     weight: float = Field(1.0, ge=0)
     window: WindowSpec | None = None
     state_bytes_per_key_group: float = Field(0.0, ge=0)
+    # CPU microseconds to merge one partial result of a key whose window was computed in
+    # several partitions (round-robin: every key; key splitting: the split hot keys). 0 for
+    # vectorised count/sum merges; tens of microseconds for a Python-level merge per partial.
+    merge_cost_us: float = Field(0.0, ge=0)
     params: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _merge_only_keyed(self) -> OperatorModel:
+        if self.merge_cost_us > 0 and self.kind not in ("aggregate", "join"):
+            raise ValueError(
+                f"merge_cost_us: operator {self.id!r} is a {self.kind}; only keyed operators "
+                "(aggregate, join) merge partial results"
+            )
+        return self
 
 
 class FaultSpec(BaseModel):

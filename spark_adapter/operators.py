@@ -27,6 +27,7 @@ __all__ = [
     "ROW_COLUMNS",
     "ROW_DDL",
     "QuerySpec",
+    "charge_merge",
     "compile_query",
     "merge_partials",
     "passes_filters",
@@ -76,6 +77,7 @@ class QuerySpec:
     sides: dict[str, int]  # stream -> side (join: 0 left, 1 right)
     predicates: dict[str, list[tuple[str, str, float]]] = field(default_factory=dict)
     cost_us: dict[str, float] = field(default_factory=dict)  # per input row, by stream
+    merge_cost_us: float = 0.0  # per partial merged across partitions
 
     @property
     def panes_per_window(self) -> int:
@@ -161,6 +163,7 @@ def compile_query(scenario: Scenario) -> QuerySpec:
         sides=sides,
         predicates=predicates,
         cost_us=cost,
+        merge_cost_us=top.merge_cost_us,
     )
 
 
@@ -175,6 +178,16 @@ def _burn(seconds: float) -> None:
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         pass
+
+
+def charge_merge(q: QuerySpec, partials: int) -> None:
+    """Spend the merge's CPU for ``partials`` partial results merged across partitions.
+
+    Only partials that meet others in a merge are charged: every key's under round-robin,
+    the split hot keys' under key splitting. A key computed whole in one partition is final
+    where it is and costs nothing here.
+    """
+    _burn(q.merge_cost_us * 1e-6 * partials)
 
 
 def _window_range(q: QuerySpec, wm_prev: float, wm: float, panes: np.ndarray) -> tuple[int, int]:
@@ -258,6 +271,9 @@ def update_partition(
         )
         o["tag"] = "O"
         out.append(o)
+        n_partials = len(o)
+    else:
+        n_partials = 0
     if wm == math.inf:
         keep = panes.iloc[0:0]  # the final flush: every window is closed
     else:
@@ -276,6 +292,7 @@ def update_partition(
                 "cnt": [float(len(st))],
                 "sum": [float(moved)],
                 "mn": [float(late.sum())],
+                "mx": [float(n_partials)],
                 "side": [-1],
             }
         )

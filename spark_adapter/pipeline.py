@@ -58,6 +58,7 @@ from spark_adapter.operators import (
     ROW_COLUMNS,
     ROW_DDL,
     QuerySpec,
+    charge_merge,
     merge_partials,
     reference_output,
     update_partition,
@@ -464,6 +465,12 @@ class SparkPipeline:
                     st.info["snapshot_every"] = k  # the Young/Daly interval from now on
             self._retain(batch_id, st.event_range, checkpointed)
         marks.append(("commit", time.perf_counter()))
+        # partials merged across partitions (round-robin: every partial its partitions emitted)
+        st.info["partials_merged"] = (
+            int(stats.loc[stats["tag"] == "T", "mx"].fillna(0).sum())
+            if plan.routing.partitioner == "shuffle"
+            else len(split)
+        )
         st.info["started_at"] = started_at  # wall clock: lateness against the trigger
         st.info["phases"] = {
             name: round(t - marks[i][1], 4) for i, (name, t) in enumerate(marks[1:])
@@ -598,6 +605,8 @@ class SparkPipeline:
         """
         q = self.q
 
+        every_key_split = plan.routing.partitioner == "shuffle"
+
         def merge(it: Any) -> Any:
             frames = list(it)
             o = (
@@ -605,9 +614,11 @@ class SparkPipeline:
                 if frames
                 else pd.DataFrame(columns=ROW_COLUMNS)
             )
+            if every_key_split:
+                charge_merge(q, len(o))
             yield merge_partials(o, q)
 
-        if plan.routing.partitioner == "shuffle":
+        if every_key_split:
             return partials.repartition(self.n, "key").mapInPandas(merge, OUTPUT_DDL)
         return partials.mapInPandas(merge, OUTPUT_DDL)
 
@@ -620,6 +631,7 @@ class SparkPipeline:
         path = self.output_dir / f"batch={batch_id}"
         out.write.mode("overwrite").parquet(str(path))
         if len(split):
+            charge_merge(self.q, len(split))
             merged = merge_partials(split, self.q)
             table = pa.Table.from_pandas(
                 merged[["key", "window_start", "value"]].astype(

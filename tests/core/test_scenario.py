@@ -67,6 +67,8 @@ def with_(path: str, value: object) -> dict:
         ("streams.0.keys", {"distribution": "pareto"}, "streams.0.keys.distribution"),
         ("controller", {"interval_s": 0}, "controller.interval_s"),
         ("schema_version", 2, "schema_version"),
+        ("operators.0.merge_cost_us", 5, "merge_cost_us"),  # a map merges no partials
+        ("operators.0.merge_cost_us", -1, "operators.0.merge_cost_us"),
     ],
 )
 def test_validation_errors_name_the_field(

@@ -319,6 +319,54 @@ def test_only_split_keys_pay_the_merge_shuffle(spark, tmp_path: Path) -> None:  
     pipe.cleanup()
 
 
+def test_merge_volume_follows_the_routing(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Partials merged across partitions: none when keys stay whole, one or two per window of
+    a key split in two (its state waits in its first quota's partition), and every key's
+    partials under round-robin; the output stays exact."""
+    merged: dict[str, int] = {}
+    out: dict[str, pd.DataFrame] = {}
+    for mode in ("table", "split", "shuffle"):
+        _, q, pipe = make(spark, tmp_path / mode, name="zipf-hotkey-shift", segments=2, scale=0.02)
+        hottest = int(pipe.input.read()["key"].value_counts().idxmax())
+        p = plan(
+            q, [0] * q.key_groups, hot={hottest: ((0, 0.5), (1, 0.5))} if mode == "split" else None
+        )
+        if mode == "shuffle":
+            p = p.model_copy(
+                update={"routing": RoutingConfig(partitioner="shuffle", num_partitions=2)}
+            )
+        pipe.plans.publish(p)
+        pipe.run_available()
+        pipe.flush()
+        merged[mode] = sum(st.info["partials_merged"] for st in pipe.stats.values())
+        out[mode] = got = pipe.output()
+        exp, _ = pipe.reference()
+        pd.testing.assert_frame_equal(got[["key", "window_start"]], exp[["key", "window_start"]])
+        np.testing.assert_allclose(got["value"], exp["value"])
+        if mode == "split":
+            windows = int((got["key"] == hottest).sum())  # at most one partial per partition
+            assert windows <= merged[mode] <= 2 * windows
+        pipe.cleanup()
+    rows_out = len(out["shuffle"])
+    assert merged["table"] == 0
+    assert 0 < merged["split"] < rows_out < merged["shuffle"] <= 2 * rows_out
+
+
+def test_merge_cost_is_spent_per_partial() -> None:
+    import dataclasses
+    import time
+
+    from spark_adapter.operators import charge_merge
+
+    q = compile_query(load_scenario(SCENARIOS / "seed-groupby-window.yaml"))
+    t0 = time.perf_counter()
+    charge_merge(dataclasses.replace(q, merge_cost_us=20_000.0), 5)
+    assert time.perf_counter() - t0 >= 0.1
+    t0 = time.perf_counter()
+    charge_merge(q, 10_000)  # merge_cost_us 0: vectorised merges cost nothing extra
+    assert time.perf_counter() - t0 < 0.05
+
+
 @pytest.mark.parametrize("window", [(2.0, 2.0), (3.0, 1.0)])  # tumbling, sliding
 def test_window_drops_shed_whole_windows_and_keep_the_rest_exact(
     spark, tmp_path: Path, window: tuple[float, float]
