@@ -28,7 +28,7 @@ lint: setup
 test: setup lint
 	$(BIN)/python -m pytest -q -m "" tests core placement partitioners shedding ha
 
-bench: setup  # every benchmark; about 40 minutes on 2 cores (the Spark ones dominate)
+bench: setup  # every benchmark; about an hour on 2 cores (the Spark ones dominate)
 	$(BIN)/python -m bench.bench_simulator
 	$(BIN)/python -m bench.bench_placement
 	$(BIN)/python -m bench.bench_shedding
