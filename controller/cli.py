@@ -125,6 +125,14 @@ def replay(
     workdir: Annotated[
         Path | None, typer.Option(help="Spark: working directory (input log, plans, output)")
     ] = None,
+    warmup_batches: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Spark: batches left out of the timing statistics (steady state: until the "
+            "first full window closes)",
+        ),
+    ] = 1,
     report: Annotated[
         Path | None, typer.Option(help="write CSV series, PNG plots and report.html here")
     ] = None,
@@ -155,6 +163,7 @@ def replay(
                 partitions,
                 scale,
                 workdir=workdir,
+                warmup_batches=warmup_batches,
             )
         except ValueError as e:
             _fail(str(e))

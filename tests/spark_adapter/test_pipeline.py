@@ -458,3 +458,30 @@ def test_live_stream_follows_the_log_on_its_trigger(spark, tmp_path: Path) -> No
     assert got[["key", "window_start"]].equals(exp[["key", "window_start"]])
     assert np.allclose(got["value"], exp["value"])
     pipe.cleanup()
+
+
+def test_replay_cli_on_spark_reports_the_spark_keys(tmp_path: Path) -> None:
+    """`trimtab replay --substrate spark --json` as users run it (its own Spark session)."""
+    import json
+    import subprocess
+    import sys
+
+    from controller.cli import SPARK_KEYS
+    from tests.conftest import ROOT
+
+    exe = str(Path(sys.executable).parent / "trimtab")
+    args = [exe, "replay", str(SCENARIOS / "zipf-hotkey-shift.yaml"), "--substrate", "spark"]
+    args += ["--batches", "4", "--scale", "0.02", "--partitioner", "shuffle", "--placement"]
+    args += ["hash", "--workdir", str(tmp_path / "w"), "--json"]
+    r = subprocess.run(
+        [*args, "--warmup-batches", "2"], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    assert set(SPARK_KEYS) <= set(out) and out["output_matches_reference"] is True
+    assert out["batches"] == 4 and out["warmup_batches_excluded"] == 2
+    assert out["partials_merged"] >= out["rows_out"] > 0  # round-robin merges every key
+    bad = subprocess.run(
+        [*args, "--warmup-batches", "-1"], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert bad.returncode == 2 and "warmup-batches" in bad.stderr
