@@ -277,6 +277,7 @@ class Daemon:
         for st in getattr(self.substrate, "fresh", []):  # a steered Spark pipeline's batches
             t.batch_duration.observe(st.duration_s)
             t.pipeline_rows.inc(float(st.rows.sum()))
+            t.partials_merged.inc(float(st.info.get("partials_merged", 0)))
             if st.batch_id >= self._newest_batch:
                 self._newest_batch = st.batch_id
                 t.last_batch.set(st.batch_id)

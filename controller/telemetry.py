@@ -74,6 +74,12 @@ class Telemetry:
         self.pipeline_rows = Counter(
             "trimtab_pipeline_rows", "Rows the pipeline's keyed stage processed", registry=r
         )
+        self.partials_merged = Counter(
+            "trimtab_pipeline_partials_merged",
+            "Partial results merged across partitions (merge volume: every key's under "
+            "round-robin, the split hot keys' under key splitting)",
+            registry=r,
+        )
         self.build = Gauge("trimtab_build_info", "Build information", ["version"], registry=r)
         self.build.labels(version=_version()).set(1)
         self.server: Any = None

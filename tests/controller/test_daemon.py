@@ -410,6 +410,7 @@ def test_daemon_steers_a_spark_pipeline_through_its_files(tmp_path: Path) -> Non
             5,
             (b * 400, b * 400 + 399),
             float(b),
+            info={"partials_merged": 3},  # partials of split keys the driver merged
         )
         write_batch_stats(st, work / "metrics")
         d.tick()
@@ -424,3 +425,4 @@ def test_daemon_steers_a_spark_pipeline_through_its_files(tmp_path: Path) -> Non
     assert reg.get_sample_value("trimtab_pipeline_batch_duration_seconds_count") == 6
     assert reg.get_sample_value("trimtab_pipeline_last_batch_id") == 5
     assert reg.get_sample_value("trimtab_pipeline_rows_total") == 6 * 400
+    assert reg.get_sample_value("trimtab_pipeline_partials_merged_total") == 6 * 3
