@@ -185,9 +185,14 @@ def main() -> None:
         # round-robin + merge against trimtab as merging a partial gets dearer: only
         # round-robin merges every key's partials; trimtab merges its split hot keys' only
         sweep = [
-            (m, max_rate(spark, scenario(rot, m), pl, part, work / f"{part}-m{m:.0f}"))
+            (
+                m,
+                max_rate(spark, scenario(rot, m), "hash", "shuffle", work / f"shuffle-m{m:.0f}"),
+                max_rate(
+                    spark, scenario(rot, m), "least-loaded", "dchoices", work / f"dchoices-m{m:.0f}"
+                ),
+            )
             for m in MERGE_COSTS_US
-            for pl, part in (("hash", "shuffle"), ("least-loaded", "dchoices"))
         ]
     finally:
         spark.stop()
@@ -215,9 +220,7 @@ def main() -> None:
         for r in rows
     )
     py_us = python_merge_us()
-    pairs = [(0.0, by["shuffle"], by["dchoices"])] + [
-        (sweep[i][0], sweep[i][1], sweep[i + 1][1]) for i in range(0, len(sweep), 2)
-    ]
+    pairs = [(0.0, by["shuffle"], by["dchoices"]), *sweep]
     merge_rows = "\n".join(
         f"| {m:.0f} | {rr['partials_per_batch']:.0f} | {tt['partials_per_batch']:.0f} | "
         f"{rr['max_rate']:.0f} | {tt['max_rate']:.0f} | {tt['max_rate'] / max(rr['max_rate'], 1):.2f} | "

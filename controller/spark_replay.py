@@ -69,6 +69,7 @@ def replay_spark(
     """
     if warmup_batches < 0:
         raise ValueError(f"warmup_batches: must be >= 0, got {warmup_batches}")
+    from spark_adapter.faults import publish_app, serve_lose_requests
     from spark_adapter.operators import compile_query
     from spark_adapter.pipeline import SparkPipeline
     from spark_adapter.session import make_session
@@ -115,8 +116,6 @@ def replay_spark(
     loop_box["loop"] = loop
     loop.start()
     rows_in = pipe.input.generate(scenario, batches, scale=scale)
-    from spark_adapter.faults import publish_app, serve_lose_requests
-
     publish_app(spark, work, master)
 
     inner = pipe.on_batch
@@ -210,8 +209,8 @@ def _summary(
     warmup: int = 1,
 ) -> dict[str, Any]:
     real = [s for s in stats if s.event_range[0] >= 0]
-    # the first batch after (executor) start-up pays the Python workers' warm-up: flagged and
-    # left out of the timing statistics (still counted in rows and correctness)
+    # the first ``warmup`` batches (at least the first: it pays the executors' Python start)
+    # are left out of the timing statistics; they still count in rows and correctness
     timed = real[warmup:] if len(real) > warmup + 1 else real
     dur = np.array([s.duration_s for s in timed]) if timed else np.zeros(1)
     processed = int(sum(int(s.rows.sum()) for s in stats))

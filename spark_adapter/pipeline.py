@@ -167,7 +167,7 @@ class SparkPipeline:
         The expression is built as one SQL string: one parse instead of a py4j call per
         literal, which matters when many keys are hot.
         """
-        if plan.routing.partitioner == "shuffle":
+        if self._every_key_split(plan):
             if state:
                 return F.col("pid").cast("int")
             return F.expr(
@@ -468,7 +468,7 @@ class SparkPipeline:
         # partials merged across partitions (round-robin: every partial its partitions emitted)
         st.info["partials_merged"] = (
             int(stats.loc[stats["tag"] == "T", "mx"].fillna(0).sum())
-            if plan.routing.partitioner == "shuffle"
+            if self._every_key_split(plan)
             else len(split)
         )
         st.info["started_at"] = started_at  # wall clock: lateness against the trigger
@@ -588,9 +588,14 @@ class SparkPipeline:
             self.max_ts = max(self.max_ts, st.max_ts)
         return last
 
+    @staticmethod
+    def _every_key_split(plan: Plan) -> bool:
+        """Round-robin (``shuffle``) routing: every key's partials sit in every partition."""
+        return plan.routing.partitioner == "shuffle"
+
     def _split_keys(self, plan: Plan) -> list[int]:
         """Keys whose partials sit in several partitions and are merged on the driver."""
-        if plan.routing.partitioner == "shuffle":
+        if self._every_key_split(plan):
             return []  # every key is split: merged on the cluster instead
         return sorted(int(k) for k in plan.routing.hot)
 
@@ -605,7 +610,7 @@ class SparkPipeline:
         """
         q = self.q
 
-        every_key_split = plan.routing.partitioner == "shuffle"
+        every_key_split = self._every_key_split(plan)
 
         def merge(it: Any) -> Any:
             frames = list(it)

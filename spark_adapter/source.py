@@ -2,12 +2,12 @@
 
 Segment ``seg-000042.parquet`` holds one tick (``tick_s`` seconds) of every stream of a
 scenario: ``event_id`` (unique, increasing; segment t's ids start at t x 2^32), ``stream``,
-``ts`` (event time, s), ``key`` and the value columns ``v`` and ``c``. Segments are written to a hidden temporary name and renamed, so
-Spark's file source (which skips names starting with ``.``) never sees a partial file. The
-generator follows the scenario's rates, key distributions and hot-key shifts, and is
-deterministic by seed: segment t depends only on the scenario, the scale and t, so a log
-written in pieces, or live, equals one written at once. ``trim`` deletes segments below an index;
-``retained`` says what is left.
+``ts`` (event time, s), ``key`` and the value columns ``v`` and ``c``. Segments are written to
+a hidden temporary name and renamed, so Spark's file source (which skips names starting with
+``.``) never sees a partial file. The generator follows the scenario's rates, key
+distributions and hot-key shifts, and is deterministic by seed: segment t depends only on the
+scenario, the scale and t, so a log written in pieces, or live, equals one written at once.
+``trim`` deletes segments below an index; ``retained`` says what is left.
 
 A live log is written at a pace (one segment every ``pace_s`` seconds) while a driver follows
 it; ``close`` marks the end of the stream with a ``_CLOSED`` file, which Spark's file source
@@ -127,10 +127,11 @@ class InputLog:
         epochs = [key_epochs(s.keys) for s in scenario.streams]
         total = 0
         t0 = time.monotonic()
+        stop = stop or threading.Event()
         for t in range(start, start + segments):
             if pace_s is not None:
                 delay = max(0.0, t0 + (t - start) * pace_s - time.monotonic())
-                if (stop or threading.Event()).wait(delay):
+                if stop.wait(delay):
                     break  # stopped: ``stop`` was set
             rng = np.random.default_rng([scenario.seed, 0x5E6, t])
             frames = []
