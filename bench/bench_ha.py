@@ -19,6 +19,7 @@ import numpy as np
 
 from bench.common import ROOT, environment, write_section
 from controller.compare import compare_ha
+from controller.testing import alternating_plan
 from core.scenario import load_scenario
 from spark_adapter.standby import wait_for_holder
 
@@ -67,7 +68,6 @@ def executor_kill(repeat: int = 3) -> dict:
 
 
 def prepare(work: Path) -> None:
-    from core.plans import Placement, Plan
     from spark_adapter.actuator import PlanStore
     from spark_adapter.operators import compile_query
     from spark_adapter.source import InputLog
@@ -75,17 +75,7 @@ def prepare(work: Path) -> None:
     sc = load_scenario(SC)
     q = compile_query(sc)
     InputLog(work / "input").generate(sc, 8, scale=0.2)
-    units = tuple(f"{q.op_id}#{i}" for i in range(q.key_groups))
-    PlanStore(work / "plans").publish(
-        Plan(
-            version=0,
-            placement=Placement(
-                units=units,
-                nodes=("p0", "p1"),
-                assignment=tuple(i % 2 for i in range(q.key_groups)),
-            ),
-        )
-    )
+    PlanStore(work / "plans").publish(alternating_plan(q))
 
 
 def driver_kill(warm: bool) -> float:
@@ -157,27 +147,21 @@ def passive_overhead() -> dict[str, float]:
     """Throughput with no state protection, with a state snapshot every 2 batches (passive),
     and with replicated cached state (active), on the same input. A batch's time here is the
     sum of all its phases, snapshot and commit included."""
-    from core.plans import Placement, Plan
     from spark_adapter.operators import compile_query
-    from spark_adapter.pipeline import SparkPipeline
+    from spark_adapter.pipeline import PipelineOptions, SparkPipeline
     from spark_adapter.session import make_session
 
     spark = make_session("local-cluster[2,1,1024]", "trimtab-bench-ha")
     sc = load_scenario(SC)
     q = compile_query(sc)
-    units = tuple(f"{q.op_id}#{i}" for i in range(q.key_groups))
-    plan = Plan(
-        version=0,
-        placement=Placement(
-            units=units, nodes=("p0", "p1"), assignment=tuple(i % 2 for i in range(q.key_groups))
-        ),
-    )
+    plan = alternating_plan(q)
     rates: dict[str, list[float]] = {}
     for mode in ("none", "passive", "active") * 3:  # interleaved: warm-up effects hit all
         work = Path(tempfile.mkdtemp())
-        p = SparkPipeline(spark, q, work, 2)
-        p.snapshot_every = 2 if mode == "passive" else 0
-        p.replicate_state = mode == "active"
+        opts = PipelineOptions(
+            2, snapshot_every=2 if mode == "passive" else 0, replicate_state=mode == "active"
+        )
+        p = SparkPipeline(spark, q, work, opts)
         p.input.generate(sc, 10, scale=0.3)
         p.plans.publish(plan)
         p.run_available()

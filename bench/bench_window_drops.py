@@ -18,10 +18,11 @@ import numpy as np
 import pandas as pd
 
 from bench.common import ROOT, environment, write_section
-from core.plans import Placement, Plan, ShedPlan
+from controller.testing import alternating_plan
 from core.scenario import Scenario, load_scenario
 from spark_adapter.operators import compile_query, reference_output
-from spark_adapter.pipeline import SparkPipeline
+from spark_adapter.pipeline import PipelineOptions, SparkPipeline
+from spark_adapter.verification import output_mismatch
 
 CYCLE = [1.0, 0.6, 0.5, 0.7, 0.5, 0.6]  # keep fraction per batch, repeated
 # window -> (size_s, slide_s, batches). Sliding windows are decided per block of 4w windows
@@ -39,24 +40,11 @@ def run(
     sc = Scenario.model_validate(d)
     q = compile_query(sc)
     work = Path(tempfile.mkdtemp(prefix="trimtab-wd-"))
-    pipe = SparkPipeline(spark, q, work, 2)
-    pipe.window_drops = window_drops
+    pipe = SparkPipeline(spark, q, work, PipelineOptions(2, window_drops=window_drops))
     pipe.input.generate(sc, len(keeps), scale=0.1)
-    pipe._index_ts()
-    units = tuple(f"{q.op_id}#{i}" for i in range(q.key_groups))
     for b, k in enumerate(keeps):
         keep = {s: k for s in q.sides}
-        pipe.plans.publish(
-            Plan(
-                version=b,
-                placement=Placement(
-                    units=units,
-                    nodes=("p0", "p1"),
-                    assignment=tuple(i % 2 for i in range(len(units))),
-                ),
-                shed=ShedPlan(locations=tuple(keep), keep=tuple(keep.values())),
-            )
-        )
+        pipe.plans.publish(alternating_plan(q, version=b, keep=keep))
         df = spark.read.schema(
             "event_id LONG, stream STRING, ts DOUBLE, key LONG, v DOUBLE, c DOUBLE"
         )
@@ -67,10 +55,7 @@ def run(
     full = reference_output(events, q, pd.Series(np.ones(len(events), dtype=bool)))
     both = got.merge(full, on=["key", "window_start"], suffixes=("", "_exact"), how="left")
     exact = np.isclose(both["value"], both["value_exact"], rtol=1e-9) & both["value_exact"].notna()
-    matches = bool(
-        len(got) == len(exp)
-        and np.allclose(got["value"].to_numpy(), exp["value"].to_numpy(), rtol=1e-9)
-    )
+    matches = output_mismatch(got, exp) is None
     pipe.cleanup()
     shutil.rmtree(work, ignore_errors=True)
     return {

@@ -506,8 +506,7 @@ def input_generate(
     log = InputLog(workdir / "input")
     if log.closed:
         _fail(f"{log.root}: the log is closed (the stream has ended); use a new workdir", 1)
-    present = log.segments()
-    start = present[-1] + 1 if present else 0
+    start = log.next_index()  # after the last segment, even when trimmed away
     n = segments if segments is not None else sc.ticks
     halt = threading.Event()
     if pace_s is not None:
@@ -516,10 +515,8 @@ def input_generate(
     rows = log.generate(sc, n, scale=scale, start=start, pace_s=pace_s, stop=halt)
     if close:
         log.close()
-    written = [i for i in log.segments() if i >= start]
-    print(
-        json.dumps({"rows": rows, "segments": len(written), "first": start, "closed": log.closed})
-    )
+    written = log.next_index() - start  # the pipeline may have trimmed some already
+    print(json.dumps({"rows": rows, "segments": written, "first": start, "closed": log.closed}))
 
 
 @app.command("inject")

@@ -28,6 +28,7 @@ from core.scenario import Scenario
 from core.topology import OperatorSpec, QueryNetwork
 from core.workload import rates
 from simulator import SimResult
+from spark_adapter.verification import output_mismatch
 
 __all__ = ["replay_spark", "spark_context"]
 
@@ -71,7 +72,7 @@ def replay_spark(
         raise ValueError(f"warmup_batches: must be >= 0, got {warmup_batches}")
     from spark_adapter.faults import publish_app, serve_lose_requests
     from spark_adapter.operators import compile_query
-    from spark_adapter.pipeline import SparkPipeline
+    from spark_adapter.pipeline import PipelineOptions, SparkPipeline
     from spark_adapter.session import make_session
     from spark_adapter.substrate import SparkSubstrate
 
@@ -108,9 +109,14 @@ def replay_spark(
         if (st.batch_id + 1) % interval_batches == 0:
             loop_box["loop"].tick()
 
-    pipe = SparkPipeline(spark, q, work, partitions, on_batch=after_batch)
-    apply_ha(pipe, scenario.controller.ha.policy, scenario.controller.ha.checkpoint_interval)
-    pipe.window_drops = scenario.controller.shedding.window_drops
+    ha = scenario.controller.ha
+    opts = PipelineOptions.for_ha(
+        partitions,
+        ha.policy,
+        ha.checkpoint_interval,
+        window_drops=scenario.controller.shedding.window_drops,
+    )
+    pipe = SparkPipeline(spark, q, work, opts, on_batch=after_batch)
     sub = SparkSubstrate(pipe, list(q.sides), scenario.tick_s)
     loop = ControlLoop(sub, policy, window_k=scenario.controller.window_k)
     loop_box["loop"] = loop
@@ -127,13 +133,7 @@ def replay_spark(
         wall = time.perf_counter() - t0
         got = pipe.output()
         exp, dropped = pipe.reference()
-        matches = bool(
-            len(got) == len(exp)
-            and got[["key", "window_start"]]
-            .reset_index(drop=True)
-            .equals(exp[["key", "window_start"]].reset_index(drop=True))
-            and np.allclose(got["value"].to_numpy(), exp["value"].to_numpy(), rtol=1e-9)
-        )
+        matches = output_mismatch(got, exp) is None
         stats = [pipe.stats[b] for b in sorted(pipe.stats)]
         summary = _summary(
             scenario,
@@ -157,25 +157,6 @@ def replay_spark(
             spark.stop()
     summary["workdir"] = str(work)
     return ReplayResult(summary=summary, series=series, decisions=loop.records)
-
-
-def apply_ha(pipe: Any, policy: str, k: int) -> None:
-    """Map an availability policy onto the pipeline's mechanisms.
-
-    upstream: the input log is trimmed only past reliable state checkpoints (every ``k``
-    batches); passive: Parquet state snapshots every ``k`` batches, the log trimmed past them;
-    active: cached state replicated on two executors (plus upstream retention); none: nothing
-    is trimmed and nothing is replicated.
-    """
-    if policy == "none":
-        return
-    if policy not in ("upstream", "passive", "active"):
-        raise ValueError(f"ha.policy: unknown policy {policy!r}")
-    pipe.truncate_every = k
-    pipe.retention = "passive" if policy == "passive" else "upstream"
-    if policy == "passive":
-        pipe.snapshot_every = k
-    pipe.replicate_state = policy == "active"
 
 
 def _mean_phases(stats: list[Any]) -> dict[str, float]:

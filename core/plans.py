@@ -14,9 +14,37 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["HAPlan", "Placement", "Plan", "RoutingConfig", "ShedPlan"]
+__all__ = [
+    "HAPlan",
+    "Placement",
+    "Plan",
+    "RoutingConfig",
+    "ShedPlan",
+    "key_group_table",
+    "key_group_units",
+    "unit_id",
+]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+def unit_id(op_id: str, kg: int, key_groups: int) -> str:
+    """The placeable unit of key group ``kg`` of an operator: ``op#kg``, or the operator's own
+    id when it has one key group.
+
+    >>> unit_id("agg", 3, 8), unit_id("agg", 0, 1)
+    ('agg#3', 'agg')
+    """
+    return op_id if key_groups == 1 else f"{op_id}#{kg}"
+
+
+def key_group_units(op_id: str, key_groups: int) -> tuple[str, ...]:
+    """The units of every key group of an operator, in key-group order.
+
+    >>> key_group_units("agg", 3)
+    ('agg#0', 'agg#1', 'agg#2')
+    """
+    return tuple(unit_id(op_id, kg, key_groups) for kg in range(key_groups))
 
 
 class Placement(BaseModel):
@@ -65,6 +93,28 @@ class Placement(BaseModel):
     def moves_to(self, other: Placement) -> int:
         """Number of units placed differently in ``other``."""
         return int(np.count_nonzero(self.as_array() != other.as_array()))
+
+
+def key_group_table(
+    placement: Placement, op_id: str, key_groups: int, partitions: int
+) -> tuple[int, ...]:
+    """Key group -> partition: the node index of each key group's unit, modulo ``partitions``.
+
+    >>> p = Placement(units=("agg#0", "agg#1"), nodes=("n0", "n1", "n2"), assignment=(2, 1))
+    >>> key_group_table(p, "agg", 2, 2)
+    (0, 1)
+    >>> key_group_table(p, "other", 2, 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: placement: unit 'other#0' missing
+    """
+    index = {u: i for i, u in enumerate(placement.units)}
+    table = []
+    for uid in key_group_units(op_id, key_groups):
+        if uid not in index:
+            raise ValueError(f"placement: unit {uid!r} missing")
+        table.append(int(placement.assignment[index[uid]]) % partitions)
+    return tuple(table)
 
 
 class RoutingConfig(BaseModel):

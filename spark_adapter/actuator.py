@@ -18,10 +18,11 @@ import sqlite3
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from core.plans import Plan
 
-__all__ = ["BatchPin", "PlanLog", "PlanStore", "atomic_write"]
+__all__ = ["BatchPin", "PinRow", "PlanLog", "PlanStore", "atomic_write"]
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -42,9 +43,12 @@ def atomic_write(path: Path, data: bytes) -> None:
 class PlanStore:
     """Immutable plan versions behind an atomically replaced ``current`` pointer."""
 
+    CACHED = 256  # published versions never change, so recent loads are kept
+
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
+        self._cache: dict[int, Plan] = {}
 
     def _path(self, version: int) -> Path:
         return self.root / f"v{version:06d}.json"
@@ -69,10 +73,16 @@ class PlanStore:
 
     def load(self, version: int) -> Plan:
         """A published version."""
+        if version in self._cache:
+            return self._cache[version]
         p = self._path(version)
         if not p.exists():
             raise KeyError(f"plan version {version} is not in {self.root}")
-        return Plan.from_json(p.read_bytes())
+        plan = Plan.from_json(p.read_bytes())
+        if len(self._cache) >= self.CACHED:
+            self._cache.pop(next(iter(self._cache)))
+        self._cache[version] = plan
+        return plan
 
     def load_current(self) -> Plan:
         """The current plan."""
@@ -91,6 +101,15 @@ class BatchPin:
     watermark_prev: float
     watermark: float
     replay: bool
+
+
+class PinRow(NamedTuple):
+    """One pin of the plan log: the plan and the watermarks a batch was first run with."""
+
+    batch_id: int
+    plan_version: int
+    wm_prev: float
+    wm: float
 
 
 class PlanLog:
@@ -128,10 +147,10 @@ class PlanLog:
         self._db.execute("INSERT INTO pins VALUES (?,?,?,?)", (batch_id, plan.version, wm_prev, wm))
         return plan, BatchPin(batch_id, plan.version, wm_prev, wm, False)
 
-    def pin_rows(self) -> list[tuple[int, int, float, float]]:
-        """All pins as (batch id, plan version, watermark before, watermark), in batch order."""
+    def pin_rows(self) -> list[PinRow]:
+        """All pins, in batch order."""
         return [
-            (int(b), int(v), float(a), float(w))
+            PinRow(int(b), int(v), float(a), float(w))
             for b, v, a, w in self._db.execute(
                 "SELECT batch_id, plan_version, wm_prev, wm FROM pins ORDER BY batch_id"
             )
@@ -160,6 +179,13 @@ class PlanLog:
             (batch_id, rows_out, json.dumps(info or {})),
         )
 
+    def commit_infos(self) -> dict[int, dict[str, Any]]:
+        """The info recorded with each commit (event range, plan version, keeps), by batch."""
+        return {
+            int(b): json.loads(i or "{}")
+            for b, i in self._db.execute("SELECT batch_id, info FROM commits")
+        }
+
     def committed(self) -> list[int]:
         """Committed batch ids, ascending."""
         return [
@@ -169,6 +195,11 @@ class PlanLog:
     def record_snapshot(self, batch_id: int, path: str) -> None:
         """A state snapshot taken after ``batch_id``."""
         self._db.execute("INSERT OR REPLACE INTO snapshots VALUES (?,?)", (batch_id, path))
+
+    def snapshots(self) -> list[tuple[int, str]]:
+        """Every recorded snapshot as (batch id, path), in batch order."""
+        rows = self._db.execute("SELECT batch_id, path FROM snapshots ORDER BY batch_id")
+        return [(int(b), str(p)) for b, p in rows]
 
     def latest_snapshot(self, at_most: int | None = None) -> tuple[int, str] | None:
         """The newest snapshot at or before ``at_most``."""

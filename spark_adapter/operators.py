@@ -24,8 +24,12 @@ import pandas as pd
 from core.scenario import Scenario
 
 __all__ = [
+    "FOLD_COLUMNS",
+    "FOLD_DDL",
+    "PANE_COLUMNS",
     "ROW_COLUMNS",
     "ROW_DDL",
+    "STAT_COLUMNS",
     "QuerySpec",
     "charge_merge",
     "compile_query",
@@ -35,25 +39,25 @@ __all__ = [
     "update_partition",
 ]
 
-ROW_COLUMNS = [
-    "tag",
-    "key",
-    "kg",
-    "side",
-    "pane",
-    "cnt",
-    "sum",
-    "mn",
-    "mx",
-    "pid",
-    "prev_pid",
-    "rows",
-    "busy_s",
-]
+PANE_COLUMNS = ["tag", "key", "kg", "side", "pane", "cnt", "sum", "mn", "mx"]
+"""A pane row: a (key, side, pane) partial aggregate, tagged I (input), S (state) or O (output)."""
+ROW_COLUMNS = [*PANE_COLUMNS, "pid", "prev_pid"]
+"""A routed pane row: its partition under the batch's plan and under the previous one."""
 ROW_DDL = (
-    "tag STRING, key LONG, kg INT, side INT, pane LONG, cnt DOUBLE, sum DOUBLE, mn DOUBLE, mx DOUBLE, "
-    "pid INT, prev_pid INT, rows LONG, busy_s DOUBLE"
+    "tag STRING, key LONG, kg INT, side INT, pane LONG, cnt DOUBLE, sum DOUBLE, mn DOUBLE, "
+    "mx DOUBLE, pid INT, prev_pid INT"
 )
+"""The state's schema (cached between batches and in snapshots)."""
+STAT_COLUMNS = ["rows", "busy_s", "state_in", "moved", "late", "partials", "ev_lo", "ev_hi"]
+"""What a partition reports about itself: on its T row, input rows, busy seconds, state rows in,
+state rows moved here, late rows, partials emitted, and its input's event-id range; on K rows
+(key group ``kg``) and H rows (``key``, ``side``) only ``rows``."""
+FOLD_COLUMNS = [*ROW_COLUMNS, *STAT_COLUMNS]
+FOLD_DDL = (
+    ROW_DDL + ", rows LONG, busy_s DOUBLE, state_in LONG, moved LONG, late LONG, partials LONG, "
+    "ev_lo LONG, ev_hi LONG"
+)
+"""The keyed stage's output: state (S), partials (O) and statistics (T, K, H) rows."""
 _OPS = {
     ">": np.greater,
     ">=": np.greater_equal,
@@ -83,6 +87,14 @@ class QuerySpec:
     def panes_per_window(self) -> int:
         """Slides per window."""
         return max(1, round(self.size_s / self.slide_s))
+
+    @property
+    def costs_by_side(self) -> dict[int, float]:
+        """Per-row CPU cost (us) of each side: the costliest of the streams feeding it."""
+        return {
+            side: max(self.cost_us.get(s, 0.0) for s, d in self.sides.items() if d == side)
+            for side in set(self.sides.values())
+        }
 
     def predicate_sql(self, stream: str) -> str:
         """The stateless filters of ``stream`` as a Spark SQL condition."""
@@ -214,7 +226,10 @@ def update_partition(
     wm: float,
     costs_by_side: dict[int, float],
 ) -> pd.DataFrame:
-    """Fold one partition's input ('I') and state ('S') rows; return S, O, T, K and H rows."""
+    """Fold one partition's input ('I') and state ('S') rows; return S, O, T, K and H rows.
+
+    Input rows may carry their ``event_id``; the T row reports the range it saw.
+    """
     t0 = time.perf_counter()
     inp = rows[rows["tag"] == "I"]
     st = rows[rows["tag"] == "S"]
@@ -282,6 +297,7 @@ def update_partition(
     s_out["tag"] = "S"
     out.append(s_out)
     moved = int((st["prev_pid"] != pid).sum()) if len(st) else 0
+    ids = rows.loc[rows["tag"] == "I", "event_id"] if "event_id" in rows else pd.Series([])
     busy = time.perf_counter() - t0
     out.append(
         pd.DataFrame(
@@ -289,11 +305,12 @@ def update_partition(
                 "tag": ["T"],
                 "rows": [n_in],
                 "busy_s": [busy],
-                "cnt": [float(len(st))],
-                "sum": [float(moved)],
-                "mn": [float(late.sum())],
-                "mx": [float(n_partials)],
-                "side": [-1],
+                "state_in": [len(st)],
+                "moved": [moved],
+                "late": [int(late.sum())],
+                "partials": [n_partials],
+                "ev_lo": [int(ids.min()) if len(ids) else -1],
+                "ev_hi": [int(ids.max()) if len(ids) else -1],
             }
         )
     )
@@ -305,13 +322,13 @@ def update_partition(
         kc = rows[rows["tag"] == "I"].groupby(["key", "side"]).size().reset_index(name="rows")
         kc["tag"] = "H"
         out.append(kc)
-    res = _concat(out, ROW_COLUMNS)
+    res = _concat(out, FOLD_COLUMNS)
     res["pid"] = pid
     res["prev_pid"] = pid
-    for c in ROW_COLUMNS:
+    for c in FOLD_COLUMNS:
         if c not in res.columns:
             res[c] = None
-    res = res[ROW_COLUMNS]
+    res = res[FOLD_COLUMNS]
     int_cols = {
         "key": "Int64",
         "kg": "Int32",
@@ -320,6 +337,7 @@ def update_partition(
         "pid": "Int32",
         "prev_pid": "Int32",
         "rows": "Int64",
+        **{c: "Int64" for c in ("state_in", "moved", "late", "partials", "ev_lo", "ev_hi")},
     }
     return res.astype(
         {

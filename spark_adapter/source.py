@@ -29,10 +29,12 @@ import pyarrow.parquet as pq
 
 from core.scenario import Scenario
 from core.workload import key_epochs, rates, sample_keys
+from spark_adapter.actuator import atomic_write
 
 __all__ = ["CLOSED", "INPUT_SCHEMA_DDL", "InputLog"]
 
 CLOSED = "_CLOSED"
+TRIMMED = "_TRIMMED"  # hidden from Spark's file source, like _CLOSED
 SEGMENT_ID_BITS = 32  # a segment holds fewer than 2^32 rows
 
 INPUT_SCHEMA_DDL = "event_id LONG, stream STRING, ts DOUBLE, key LONG, v DOUBLE, c DOUBLE"
@@ -83,13 +85,29 @@ class InputLog:
         return pd.concat([pq.read_table(self.path(i)).to_pandas() for i in idx], ignore_index=True)
 
     def trim(self, below: int) -> int:
-        """Delete segments with index < ``below``; returns how many were deleted."""
+        """Delete segments with index < ``below``; returns how many were deleted.
+
+        The trim point is recorded first (``_TRIMMED``), so the log still knows where it
+        goes on (``next_index``) when every segment is gone.
+        """
+        if below > self.trimmed_below():
+            atomic_write(self.root / TRIMMED, str(int(below)).encode())
         gone = 0
         for i in self.segments():
             if i < below:
                 self.path(i).unlink(missing_ok=True)
                 gone += 1
         return gone
+
+    def trimmed_below(self) -> int:
+        """Every segment below this index was trimmed (0: nothing was)."""
+        f = self.root / TRIMMED
+        return int(f.read_text()) if f.exists() else 0
+
+    def next_index(self) -> int:
+        """The index the next segment gets: after the last one present or trimmed."""
+        s = self.segments()
+        return max(s[-1] + 1 if s else 0, self.trimmed_below())
 
     def retained(self) -> tuple[int, int] | None:
         """(first, last) segment index still present."""

@@ -132,7 +132,7 @@ def run_driver(
     from core.scenario import load_scenario
     from spark_adapter.faults import publish_app, serve_lose_requests
     from spark_adapter.operators import compile_query
-    from spark_adapter.pipeline import SparkPipeline
+    from spark_adapter.pipeline import PipelineOptions, SparkPipeline
     from spark_adapter.session import make_session
 
     if role not in ("primary", "standby"):
@@ -146,8 +146,15 @@ def run_driver(
     )
     _warm_up(spark, partitions)
     sc = load_scenario(scenario_path)
-    pipe = SparkPipeline(spark, compile_query(sc), work, partitions)
-    pipe.window_drops = sc.controller.shedding.window_drops
+    opts = PipelineOptions(
+        partitions,
+        snapshot_every=snapshot_every,
+        snapshot_mtbf_s=mtbf_s,  # Young/Daly from the measured snapshot cost, starting at k
+        snapshot_max_every=max(50, snapshot_every),
+        retention="passive",
+        window_drops=sc.controller.shedding.window_drops,
+    )
+    pipe = SparkPipeline(spark, compile_query(sc), work, opts)
     epoch: int | None = None
     give_up = (
         time.time() + 2 * lease_ttl_s + 1
@@ -171,12 +178,6 @@ def run_driver(
                 return
 
     threading.Thread(target=heartbeat, daemon=True).start()
-    pipe.retention = "passive"
-    pipe.snapshot_every = snapshot_every
-    if mtbf_s is not None:  # Young/Daly from the measured snapshot cost, starting at k
-        from ha.passive_standby import CheckpointCadence
-
-        pipe.cadence = CheckpointCadence(mtbf_s, k=snapshot_every, hi=max(50, snapshot_every))
     pipe.fence = lambda: lease.valid(epoch)
     first_commit: list[float] = []
 

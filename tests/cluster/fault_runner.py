@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from core.plans import Placement, Plan
+from controller.testing import alternating_plan
 from core.scenario import load_scenario
 from spark_adapter.faults import (
     ExecutorMonitor,
@@ -30,9 +30,10 @@ from spark_adapter.faults import (
     stop_executor,
 )
 from spark_adapter.operators import compile_query
-from spark_adapter.pipeline import SparkPipeline
+from spark_adapter.pipeline import PipelineOptions, SparkPipeline
 from spark_adapter.session import make_session
 from spark_adapter.source import InputLog
+from spark_adapter.verification import output_mismatch
 
 ROOT = Path(__file__).resolve().parents[2]
 FAULT_BATCH = 2
@@ -97,9 +98,8 @@ def main(mode: str, workdir: str) -> None:
     )
     app = spark.sparkContext.applicationId
     work = Path(workdir)
-    pipe = SparkPipeline(spark, q, work, 2, truncate_every=2)
-    pipe.retention = "upstream"
-    pipe.replicate_state = active
+    opts = PipelineOptions(2, truncate_every=2, retention="upstream", replicate_state=active)
+    pipe = SparkPipeline(spark, q, work, opts)
     if not live:
         pipe.input.generate(sc, 6, scale=0.15)
         events = pipe.input.read()  # the reference needs all input; the log itself gets trimmed
@@ -107,15 +107,7 @@ def main(mode: str, workdir: str) -> None:
         ref_log = InputLog(work / "reference-input")
         ref_log.generate(sc, LIVE_SEGMENTS, scale=0.15)
         events = ref_log.read()
-    units = tuple(f"{q.op_id}#{i}" for i in range(q.key_groups))
-    plan0 = Plan(
-        version=0,
-        placement=Placement(
-            units=units,
-            nodes=("p0", "p1"),
-            assignment=tuple(i % 2 for i in range(q.key_groups)),
-        ),
-    )
+    plan0 = alternating_plan(q)
     if mode != "lose":
         pipe.plans.publish(plan0)
     deadline = time.monotonic() + 60
@@ -194,11 +186,7 @@ def main(mode: str, workdir: str) -> None:
     stop_mon.set()
     got = pipe.output()
     exp, _ = pipe.reference(events)
-    same = bool(
-        len(got) == len(exp)
-        and got[["key", "window_start"]].equals(exp[["key", "window_start"]])
-        and np.allclose(got["value"], exp["value"])
-    )
+    same = output_mismatch(got, exp) is None
     durations = {b: st.duration_s for b, st in sorted(pipe.stats.items())}
     steady = [b for b in durations if b not in (0, fault_batch) and b in pipe.stats]
     if live:  # after the start-up backlog; not the batch on the replacement's cold executor

@@ -11,11 +11,11 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import psutil
 import pytest
 
+from controller.testing import alternating_plan, assert_matches_reference
 from tests.conftest import ROOT, SCENARIOS
 
 pytestmark = pytest.mark.cluster
@@ -93,7 +93,6 @@ def _children(pid: int) -> list[int]:
 
 
 def test_driver_killed_between_output_and_commit_standby_takes_over(tmp_path: Path) -> None:
-    from core.plans import Placement, Plan
     from core.scenario import load_scenario
     from spark_adapter.actuator import PlanStore
     from spark_adapter.operators import compile_query, reference_output
@@ -106,17 +105,7 @@ def test_driver_killed_between_output_and_commit_standby_takes_over(tmp_path: Pa
     log = InputLog(tmp_path / "input")
     log.generate(sc, 6, scale=0.1)
     events = log.read()
-    units = tuple(f"{q.op_id}#{i}" for i in range(q.key_groups))
-    PlanStore(tmp_path / "plans").publish(
-        Plan(
-            version=0,
-            placement=Placement(
-                units=units,
-                nodes=("p0", "p1"),
-                assignment=tuple(i % 2 for i in range(q.key_groups)),
-            ),
-        )
-    )
+    PlanStore(tmp_path / "plans").publish(alternating_plan(q))
     common = [
         str(sc_path),
         "--workdir",
@@ -197,7 +186,6 @@ def test_driver_killed_between_output_and_commit_standby_takes_over(tmp_path: Pa
         ["key", "window_start"], ignore_index=True
     )
     exp = reference_output(events, q)
-    assert got[["key", "window_start"]].equals(exp[["key", "window_start"]])
-    np.testing.assert_allclose(got["value"], exp["value"])
+    assert_matches_reference(got, exp)
     assert res["t_first_commit"] - t_crash <= 60  # recovery bound
     assert all(t <= r for _, t, r in res["trim_log"])

@@ -5,39 +5,32 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
-from core.plans import Placement, Plan
+from controller.testing import alternating_plan, assert_matches_reference
+from core.plans import Plan
 from core.scenario import load_scenario
-from ha.passive_standby import CheckpointCadence, young_daly_batches
+from ha.passive_standby import young_daly_batches
 from spark_adapter.operators import compile_query
-from spark_adapter.pipeline import SparkPipeline
+from spark_adapter.pipeline import PipelineOptions, SparkPipeline
 from tests.conftest import SCENARIOS
 
 
 def _plan(q) -> Plan:  # type: ignore[no-untyped-def]
-    units = tuple(f"{q.op_id}#{i}" for i in range(q.key_groups))
-    return Plan(
-        version=0,
-        placement=Placement(
-            units=units, nodes=("p0", "p1"), assignment=tuple(i % 2 for i in range(len(units)))
-        ),
-    )
+    return alternating_plan(q)
 
 
 def test_young_daly_cadence_and_restore_from_its_snapshots(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     sc = load_scenario(SCENARIOS / "seed-groupby-window.yaml")
     q = compile_query(sc)
-    pipe = SparkPipeline(spark, q, tmp_path, 2)
+    # a short MTBF keeps k small enough to see several snapshots in six batches
+    opts = PipelineOptions(
+        2, snapshot_every=1, snapshot_mtbf_s=0.5, snapshot_max_every=4, retention="passive"
+    )
+    pipe = SparkPipeline(spark, q, tmp_path, opts)
     pipe.input.generate(sc, 6, scale=0.05)
     events = pipe.input.read()
     pipe.plans.publish(_plan(q))
-    pipe.retention = "passive"
-    # a short MTBF keeps k small enough to see several snapshots in six batches
-    pipe.cadence = CheckpointCadence(mtbf_s=0.5, k=1, hi=4)
     pipe.run_available()
-    snaps = [b for b, _ in pipe.log._db.execute("SELECT batch_id, path FROM snapshots ORDER BY 1")]
+    snaps = [b for b, _ in pipe.log.snapshots()]
     assert snaps and snaps[0] == 0  # k starts at 1: the first batch is snapshotted
     # each later gap is the Young/Daly interval chosen after the previous snapshot
     ks = {
@@ -52,11 +45,10 @@ def test_young_daly_cadence_and_restore_from_its_snapshots(spark, tmp_path: Path
     assert c.k == young_daly_batches(c.cost_s, c.mtbf_s, c.batch_s, c.lo, c.hi)
     committed = pipe.log.committed()
     pipe.states.clear()  # the driver is gone: a new one restores from the snapshots
-    fresh = SparkPipeline(spark, q, tmp_path, 2)
+    fresh = SparkPipeline(spark, q, tmp_path, opts)
     assert fresh.restore() == committed[-1]
     assert fresh.states and max(fresh.states) == committed[-1]
     fresh.flush()
     got, (exp, _) = fresh.output(), fresh.reference(events)
-    pd.testing.assert_frame_equal(got[["key", "window_start"]], exp[["key", "window_start"]])
-    np.testing.assert_allclose(got["value"], exp["value"], rtol=1e-9)
+    assert_matches_reference(got, exp)
     fresh.cleanup()

@@ -18,7 +18,7 @@ import pandas as pd
 import psutil
 import pytest
 
-from core.plans import Placement, Plan
+from controller.testing import alternating_plan, assert_matches_reference
 from core.scenario import load_scenario
 from spark_adapter.actuator import PlanStore
 from spark_adapter.operators import compile_query, reference_output
@@ -47,15 +47,7 @@ def _sample(text: str, name: str) -> float:
 def test_live_driver_stops_on_sigterm_and_the_next_one_resumes(tmp_path: Path) -> None:
     sc = load_scenario(SC)
     q = compile_query(sc)
-    units = tuple(f"{q.op_id}#{i}" for i in range(q.key_groups))
-    PlanStore(tmp_path / "plans").publish(
-        Plan(
-            version=0,
-            placement=Placement(
-                units=units, nodes=("p0", "p1"), assignment=tuple(i % 2 for i in range(len(units)))
-            ),
-        )
-    )
+    PlanStore(tmp_path / "plans").publish(alternating_plan(q))
     common = [str(SC), "--workdir", str(tmp_path)]
     run = [EXE, "pipeline", "run", *common, "--master", "local[2]", "--snapshot-every", "2"]
     kw = {"cwd": ROOT, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
@@ -112,9 +104,7 @@ def test_live_driver_stops_on_sigterm_and_the_next_one_resumes(tmp_path: Path) -
         [pd.read_parquet(f) for f in sorted((tmp_path / "output").glob("batch=*/*.parquet"))],
         ignore_index=True,
     ).sort_values(["key", "window_start"], ignore_index=True)
-    assert len(got) == len(exp) > 0
-    assert got[["key", "window_start"]].equals(exp[["key", "window_start"]])
-    np.testing.assert_allclose(got["value"], exp["value"])
+    assert_matches_reference(got, exp)
 
 
 def test_daemon_steers_a_live_pipeline_end_to_end(tmp_path: Path) -> None:

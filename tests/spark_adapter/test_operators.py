@@ -79,7 +79,7 @@ def run_model(
             ignore_index=True,
         )
         outs.append(res[res.tag == "O"])
-        moved += int(res.loc[res.tag == "T", "sum"].sum())
+        moved += int(res.loc[res.tag == "T", "moved"].sum())
         state = res[res.tag == "S"].copy()
         if seg is not None:
             wm = max(wm, float(log.read([seg]).ts.max()))
@@ -126,6 +126,6 @@ def test_update_reports_load_and_late_rows() -> None:
     )
     res = update_partition(rows, q, 0, wm_prev=12.0, wm=12.0, costs_by_side={0: 1000.0})
     t = res[res.tag == "T"].iloc[0]
-    assert t["rows"] == 3 and t["mn"] == 1  # pane 0 (window [0, 10)) was already emitted: late
+    assert t["rows"] == 3 and t["late"] == 1  # pane 0 (window [0, 10)) was already emitted: late
     assert t["busy_s"] >= 3 * 1000e-6
     assert sorted(res.loc[res.tag == "K", "kg"].tolist()) == [0, 1]

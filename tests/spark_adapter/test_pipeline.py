@@ -10,13 +10,18 @@ import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
+from controller.testing import assert_matches_reference, key_group_plan
 from core.hashing import stable_hash, stable_mod
-from core.plans import Placement, Plan, RoutingConfig, ShedPlan
+from core.plans import Plan, RoutingConfig
 from core.scenario import load_scenario
 from shedding.drops import keep_mask
+from spark_adapter import batch_compiler as bc
+from spark_adapter import batch_executor as steps
+from spark_adapter.actuator import BatchPin
+from spark_adapter.batch_compiler import ROUTE_SEED, compile_batch
 from spark_adapter.batchstats import observation_from_batches
-from spark_adapter.operators import compile_query
-from spark_adapter.pipeline import ROUTE_SEED, SparkPipeline
+from spark_adapter.operators import ROW_DDL, compile_query
+from spark_adapter.pipeline import PipelineOptions, SparkPipeline
 from spark_adapter.source import INPUT_SCHEMA_DDL
 from tests.conftest import SCENARIOS
 
@@ -30,28 +35,21 @@ def make(
     n: int = 2,
     segments: int = 4,
     scale: float = 0.1,
+    window_drops: bool = False,
 ):  # type: ignore[no-untyped-def]
     sc = load_scenario(SCENARIOS / f"{name}.yaml")
     q = compile_query(sc)
-    pipe = SparkPipeline(spark, q, tmp, n)
+    pipe = SparkPipeline(spark, q, tmp, PipelineOptions(n, window_drops=window_drops))
     pipe.input.generate(sc, segments, scale=scale)
-    pipe._index_ts()
     return sc, q, pipe
 
 
 def plan(q, assignment, version=0, hot=None, keep=None, n=2):  # type: ignore[no-untyped-def]
-    units = tuple(f"{q.op_id}#{i}" for i in range(q.key_groups))
-    shed = (
-        ShedPlan() if keep is None else ShedPlan(locations=tuple(keep), keep=tuple(keep.values()))
-    )
-    return Plan(
-        version=version,
-        placement=Placement(
-            units=units, nodes=tuple(f"p{i}" for i in range(n)), assignment=tuple(assignment)
-        ),
-        routing=RoutingConfig(num_partitions=n, hot=hot or {}),
-        shed=shed,
-    )
+    return key_group_plan(q, assignment, version, n, hot=hot, keep=keep)
+
+
+def spec_of(p: Plan, q, n: int = 2, batch_id: int = 0):  # type: ignore[no-untyped-def]
+    return compile_batch(p, BatchPin(batch_id, p.version, -np.inf, -np.inf, False), q, n)
 
 
 def segment(spark, pipe, i):  # type: ignore[no-untyped-def]
@@ -62,10 +60,10 @@ def test_every_row_lands_in_the_planned_partition(spark, tmp_path: Path) -> None
     _, q, pipe = make(spark, tmp_path, n=3)
     table = [(i * 7) % 3 for i in range(q.key_groups)]
     p = plan(q, table, hot={0: ((1, 0.25), (2, 0.75))}, n=3)
-    df = pipe.routed_input(segment(spark, pipe, 0), p, 0).repartitionById(3, "pid")
-    got = df.select(
-        "key", F.col("rows").alias("event_id"), "pid", F.spark_partition_id().alias("part")
-    ).toPandas()
+    empty = spark.createDataFrame([], ROW_DDL)
+    routed = steps.shed_and_route(segment(spark, pipe, 0), empty, spec_of(p, q, 3))
+    df = routed.repartitionById(3, "pid")
+    got = df.select("key", "event_id", "pid", F.spark_partition_id().alias("part")).toPandas()
     assert len(got) > 0
     assert (got["pid"] == got["part"]).all()  # repartitionById is exact
     exp = np.asarray(table)[stable_mod(got["key"].to_numpy(), q.key_groups)]
@@ -85,8 +83,9 @@ def test_drops_are_deterministic_and_match_python(spark, tmp_path: Path) -> None
     _, q, pipe = make(spark, tmp_path)
     p = plan(q, [0] * q.key_groups, keep={"s": 0.3})
     seg = segment(spark, pipe, 1)
-    kept = sorted(r[0] for r in seg.where(pipe.keep_condition(p, 5)).select("event_id").collect())
-    again = sorted(r[0] for r in seg.where(pipe.keep_condition(p, 5)).select("event_id").collect())
+    cond = F.expr(bc.keep_sql(p, q, 5))
+    kept = sorted(r[0] for r in seg.where(cond).select("event_id").collect())
+    again = sorted(r[0] for r in seg.where(cond).select("event_id").collect())
     ids = pipe.input.read([1])["event_id"].to_numpy()
     assert kept == again == sorted(ids[keep_mask(ids, 5, 0.3)].tolist())
     assert 0.2 < len(kept) / len(ids) < 0.4
@@ -110,7 +109,6 @@ def test_windowed_aggregate_and_join_equal_reference_with_plan_switches(
                         keep={s: 0.7 for s in q.sides},
                     )
                 )
-            pipe.max_ts = pipe.max_ts  # watermark from the previous batches
             st = pipe.process(segment(spark, pipe, b), b)
             assert st.plan_version == (
                 1 if b >= 2 else 0
@@ -118,8 +116,7 @@ def test_windowed_aggregate_and_join_equal_reference_with_plan_switches(
         pipe.flush()
         got, (exp, dropped) = pipe.output(), pipe.reference()
         assert dropped > 0 and len(exp) > 0
-        pd.testing.assert_frame_equal(got[["key", "window_start"]], exp[["key", "window_start"]])
-        np.testing.assert_allclose(got["value"], exp["value"], rtol=1e-9)
+        assert_matches_reference(got, exp)
         assert sum(s.state_moved for s in pipe.stats.values()) > 0
         pipe.cleanup()
 
@@ -295,23 +292,27 @@ def test_shuffle_routing_splits_every_key_and_still_matches(spark, tmp_path: Pat
     st = pipe.stats[0]
     assert min(st.rows) > 0.4 * st.rows.sum()  # spread evenly whatever the keys
     got, (exp, _) = pipe.output(), pipe.reference()
-    pd.testing.assert_frame_equal(got[["key", "window_start"]], exp[["key", "window_start"]])
-    np.testing.assert_allclose(got["value"], exp["value"])
+    assert_matches_reference(got, exp)
     pipe.cleanup()
 
 
 def test_only_split_keys_pay_the_merge_shuffle(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     _, q, pipe = make(spark, tmp_path, segments=1)
-    partials = spark.createDataFrame([], pipe._empty.schema)
+    partials = spark.createDataFrame([], ROW_DDL)
 
     def exchanges(p: Plan) -> int:
-        text = pipe.output_frame(partials, p)._jdf.queryExecution().executedPlan().toString()
-        return text.count("Exchange hashpartitioning(key")
+        out = steps.output_frame(partials, spec_of(p, q), q)
+        return (
+            out._jdf.queryExecution()
+            .executedPlan()
+            .toString()
+            .count("Exchange hashpartitioning(key")
+        )
 
     base = plan(q, [0] * q.key_groups)
     assert exchanges(base) == 0  # table routing: every key's partial is final where it is
     assert exchanges(plan(q, [0] * q.key_groups, hot={3: ((0, 0.5), (1, 0.5))})) == 0  # driver
-    assert pipe._split_keys(plan(q, [0] * q.key_groups, hot={3: ((0, 0.5), (1, 0.5))})) == [3]
+    assert bc.split_keys(plan(q, [0] * q.key_groups, hot={3: ((0, 0.5), (1, 0.5))})) == (3,)
     shuffle = base.model_copy(
         update={"routing": RoutingConfig(partitioner="shuffle", num_partitions=2)}
     )
@@ -341,8 +342,7 @@ def test_merge_volume_follows_the_routing(spark, tmp_path: Path) -> None:  # typ
         merged[mode] = sum(st.info["partials_merged"] for st in pipe.stats.values())
         out[mode] = got = pipe.output()
         exp, _ = pipe.reference()
-        pd.testing.assert_frame_equal(got[["key", "window_start"]], exp[["key", "window_start"]])
-        np.testing.assert_allclose(got["value"], exp["value"])
+        assert_matches_reference(got, exp)
         if mode == "split":
             windows = int((got["key"] == hottest).sum())  # at most one partial per partition
             assert windows <= merged[mode] <= 2 * windows
@@ -379,49 +379,50 @@ def test_window_drops_shed_whole_windows_and_keep_the_rest_exact(
     top["window"] = {"size_s": window[0], "slide_s": window[1]}
     sc = Scenario.model_validate(d)
     q = compile_query(sc)
-    pipe = SparkPipeline(spark, q, tmp_path, 2)
+    pipe = SparkPipeline(spark, q, tmp_path, PipelineOptions(2, window_drops=True))
     pipe.input.generate(sc, 16, scale=0.05)
-    pipe._index_ts()
-    pipe.window_drops = True
     g = q.key_groups
-    keeps = [1.0, 0.6, 0.3, 0.9, 1.0, 0.5, 0.2, 0.7] * 2  # changes while windows are open
+    # changes while windows are open, then full: the sliding windows' two blocks (u = 0.93,
+    # 0.91) are one dropped and one emitted, so the test compares real windows
+    keeps = [1.0, 0.6, 0.3, 0.9, 1.0, 0.5, 0.2, 0.7] + [1.0] * 8
     for b in range(16):
         keep = {s: keeps[b] for s in q.sides}
         pipe.plans.publish(plan(q, [i % 2 for i in range(g)], b, keep=keep))
         pipe.process(segment(spark, pipe, b), b)
     pipe.flush()
     got, (exp, dropped) = pipe.output(), pipe.reference()
-    pd.testing.assert_frame_equal(got[["key", "window_start"]], exp[["key", "window_start"]])
-    np.testing.assert_allclose(got["value"], exp["value"], rtol=1e-9)
+    assert_matches_reference(got, exp)
     # every emitted window is exact: equal to the same window computed with no drops at all
     events = pipe.input.read()
     full = reference_output(events, q, pd.Series(np.ones(len(events), dtype=bool)))
     both = got.merge(full, on=["key", "window_start"], suffixes=("", "_exact"), how="left")
     assert both["value_exact"].notna().all()
     np.testing.assert_allclose(both["value"], both["value_exact"], rtol=1e-9)
-    assert dropped > 0 and len(got) < len(full)  # load was shed, and whole windows went
+    assert dropped > 0 and 0 < len(got) < len(full)  # load was shed, and whole windows went
     pipe.cleanup()
 
 
 def test_window_drop_condition_in_spark_equals_python(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from shedding.window_drops import block_size, early_keep_mask, floor_keep_mask
 
-    _, q, pipe = make(spark, tmp_path, segments=6)
-    pipe.window_drops = True
+    _, q, pipe = make(spark, tmp_path, segments=6, window_drops=True)
     keeps = [1.0, 0.3, 1.0, 0.9, 0.6, 0.8]  # a low keep while windows are open, then higher
     for b in range(6):
         pipe.plans.publish(plan(q, [0] * q.key_groups, b, keep={s: keeps[b] for s in q.sides}))
         pipe.process(segment(spark, pipe, b), b)
     b = 5
-    wm_prev = {r[0]: r[2] for r in pipe.log.pin_rows()}[b]
+    pin = {r.batch_id: r for r in pipe.log.pin_rows()}[b]
     p = pipe.plans.load(b)
-    steps, default = pipe.floor_steps_at(b, wm_prev, pipe.window_keep(p))
-    assert steps and min(v for _, v in steps) < default  # earlier, lower keeps still count
+    floors = bc.drop_floors(
+        b, pin.wm_prev, bc.window_keep(p, q), pipe.log.pin_rows(), pipe.version_keep, q
+    )
+    fsteps, default = floors.steps, floors.default
+    assert fsteps and min(v for _, v in fsteps) < default  # earlier, lower keeps still count
     w, blk = q.panes_per_window, block_size(q.panes_per_window)
     panes = np.arange(-300, 900)
     df = spark.createDataFrame(pd.DataFrame({"pane": panes}))
-    got = df.select(pipe.window_tuple_condition(p, b, wm_prev).alias("k")).toPandas()["k"]
-    th, val = [t for t, _ in steps], [v for _, v in steps]
+    got = df.select(F.expr(bc.window_tuple_sql(floors, q)).alias("k")).toPandas()["k"]
+    th, val = [t for t, _ in fsteps], [v for _, v in fsteps]
     want = floor_keep_mask(panes, w, q.slide_s, blk, th, val, default)
     np.testing.assert_array_equal(got.to_numpy(), want)  # Spark = Python, pane by pane
     # stricter than this batch's keep alone: windows an earlier keep ruled out take nothing
@@ -433,7 +434,7 @@ def test_window_drop_condition_in_spark_equals_python(spark, tmp_path: Path) -> 
 def test_live_stream_follows_the_log_on_its_trigger(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     sc = load_scenario(SCENARIOS / "seed-groupby-window.yaml")
     q = compile_query(sc)
-    pipe = SparkPipeline(spark, q, tmp_path, 2)
+    pipe = SparkPipeline(spark, q, tmp_path, PipelineOptions(2))
     pipe.plans.publish(plan(q, [i % 2 for i in range(q.key_groups)]))
 
     def writer() -> None:
@@ -454,9 +455,7 @@ def test_live_stream_follows_the_log_on_its_trigger(spark, tmp_path: Path) -> No
     assert all(pipe.stats[b].event_range[0] >= 0 for b in range(4))
     assert sum(pipe.stats[b].rows_out for b in range(4)) > 0
     got, (exp, _) = pipe.output(), pipe.reference()
-    assert len(got) == len(exp) > 0
-    assert got[["key", "window_start"]].equals(exp[["key", "window_start"]])
-    assert np.allclose(got["value"], exp["value"])
+    assert_matches_reference(got, exp)
     pipe.cleanup()
 
 

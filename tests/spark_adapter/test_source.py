@@ -45,3 +45,17 @@ def test_bad_generator_arguments_are_named(tmp_path: Path, field: str, kw: dict)
     with pytest.raises(ValueError, match=field):
         InputLog(tmp_path).generate(sc, 1, **kw)
     assert InputLog(tmp_path).segments() == []
+
+
+def test_a_trimmed_log_goes_on_after_its_last_segment(tmp_path: Path) -> None:
+    """Retention may trim every segment; the next one must not reuse an index (and ids)."""
+    sc = load_scenario(SCENARIOS / "zipf-hotkey-shift.yaml")
+    log = InputLog(tmp_path)
+    log.generate(sc, 3, scale=0.02)
+    assert log.next_index() == 3
+    assert log.trim(3) == 3 and log.segments() == []
+    assert log.trimmed_below() == 3 and log.next_index() == 3
+    log.trim(1)  # an older trim point never moves the mark back
+    assert log.next_index() == 3
+    log.generate(sc, 1, scale=0.02, start=log.next_index())
+    assert log.segments() == [3]

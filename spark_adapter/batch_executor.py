@@ -1,0 +1,213 @@
+"""The batch executor: the steps that apply a compiled ``BatchSpec`` to a micro-batch.
+
+``shed_and_route`` (drops, filters, key group, pane and partition of the input rows; the
+state of b - 1 re-routed by the same plan) -> ``fold`` (``repartitionById`` and the keyed
+stage per partition, ``operators.update_partition``) -> ``collect`` (the statistics rows and
+the split keys' partials, one job) -> ``write_output`` (keys that are not split are final
+where they are; the driver merges the split keys; round-robin merges on the cluster) ->
+``batch_stats`` (the partitions' typed statistics as a ``BatchStats``). Committing,
+snapshots and retention are the pipeline's (``pipeline.SparkPipeline.process``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark import StorageLevel, TaskContext
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from spark_adapter.batch_compiler import BatchSpec
+from spark_adapter.batchstats import BatchStats
+from spark_adapter.operators import (
+    FOLD_COLUMNS,
+    FOLD_DDL,
+    PANE_COLUMNS,
+    QuerySpec,
+    charge_merge,
+    merge_partials,
+    update_partition,
+)
+
+__all__ = [
+    "OUTPUT_DDL",
+    "batch_stats",
+    "collect",
+    "emitted",
+    "fold",
+    "output_frame",
+    "rows_span",
+    "shed_and_route",
+    "write_output",
+]
+
+OUTPUT_DDL = "key LONG, window_start DOUBLE, value DOUBLE"
+
+
+def shed_and_route(df: DataFrame, state: DataFrame, spec: BatchSpec) -> DataFrame:
+    """Input rows of the batch (kept, filtered, tagged 'I') with the state of b - 1 (tagged
+    'S'), each with its partition under the batch's plan (``pid``) and before it (``prev_pid``)."""
+    if spec.input_keep is not None:
+        df = df.where(F.expr(spec.input_keep))
+    rows = df.where(F.expr(spec.input_filter)).select(
+        F.lit("I").alias("tag"),
+        "key",
+        *[F.expr(sql).alias(name) for name, sql in spec.pane_columns],
+        F.lit(1.0).alias("cnt"),
+        F.col("v").alias("sum"),
+        F.col("v").alias("mn"),
+        F.col("v").alias("mx"),
+        "event_id",
+    )
+    if spec.window_keep is not None:
+        rows = rows.where(F.expr(spec.window_keep))
+    rows = rows.withColumn("pid", F.expr(spec.route))
+    routed = rows.select(*PANE_COLUMNS, "pid", F.col("pid").alias("prev_pid"), "event_id")
+    moved = state.select(
+        F.lit("S").alias("tag"),
+        *PANE_COLUMNS[1:],
+        F.expr(spec.state_route).alias("pid"),
+        F.col("pid").alias("prev_pid"),
+        F.lit(None).cast("long").alias("event_id"),
+    )
+    return routed.unionByName(moved)
+
+
+def fold(merged: DataFrame, spec: BatchSpec, q: QuerySpec) -> DataFrame:
+    """Each partition folds its rows into state and emits partials and its statistics."""
+    wm_prev, wm, costs = spec.wm_prev, spec.wm, dict(spec.costs_by_side)
+
+    def fold_partition(it: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        frames = list(it)
+        pid = TaskContext.get().partitionId()  # type: ignore[union-attr]
+        rows = (
+            pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=FOLD_COLUMNS)
+        )
+        yield update_partition(rows, q, pid, wm_prev, wm, costs)
+
+    return (
+        merged.repartitionById(spec.partitions, "pid")
+        .mapInPandas(fold_partition, FOLD_DDL)
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+
+
+def emitted(spec: BatchSpec) -> tuple[F.Column, F.Column]:
+    """('O' rows the batch emits, those of them that are split keys)."""
+    out = F.col("tag") == "O"
+    if spec.emit is not None:
+        out = out & F.expr(spec.emit)
+    split = F.col("key").isin(list(spec.split_keys)) if spec.split_keys else F.lit(False)
+    return out, out & split
+
+
+def collect(res: DataFrame, spec: BatchSpec) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The statistics rows and the split keys' partials, brought to the driver in one job."""
+    _, split = emitted(spec)
+    got = res.where(F.col("tag").isin("T", "K", "H") | split).toPandas()
+    return got[got["tag"] != "O"], got[got["tag"] == "O"]
+
+
+def output_frame(partials: DataFrame, spec: BatchSpec, q: QuerySpec) -> DataFrame:
+    """Final window values of the keys that are not split, from their 'O' partials.
+
+    A key that is not split had its window computed whole in one partition, so its partial is
+    final where it is: no second shuffle. Under round-robin every key is split and the
+    partials are merged by a hash repartition on the key.
+    """
+    every_key_split = spec.every_key_split
+
+    def merge(it: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        frames = list(it)
+        o = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=FOLD_COLUMNS)
+        if every_key_split:
+            charge_merge(q, len(o))
+        yield merge_partials(o, q)
+
+    if every_key_split:
+        return partials.repartition(spec.partitions, "key").mapInPandas(merge, OUTPUT_DDL)
+    return partials.mapInPandas(merge, OUTPUT_DDL)
+
+
+def write_output(
+    res: DataFrame, split: pd.DataFrame, path: Path, spec: BatchSpec, q: QuerySpec
+) -> int:
+    """Write the batch's final values to ``path`` (overwritten on replay): the cluster writes
+    the whole keys, the driver adds the merged split keys as one file. Returns the rows."""
+    out, out_split = emitted(spec)
+    output_frame(res.where(out & ~out_split), spec, q).write.mode("overwrite").parquet(str(path))
+    if len(split):
+        charge_merge(q, len(split))
+        merged = merge_partials(split, q)[["key", "window_start", "value"]]
+        table = pa.Table.from_pandas(
+            merged.astype({"key": "int64", "window_start": "float64", "value": "float64"}),
+            preserve_index=False,
+        )
+        tmp = path / ".split-keys.parquet.tmp"
+        pq.write_table(table, tmp)
+        tmp.rename(path / "part-split-keys.parquet")
+    return int(sum(pq.ParquetFile(p).metadata.num_rows for p in path.glob("*.parquet")))
+
+
+def _by(index: pd.Series, values: pd.Series, size: int, dtype: type) -> np.ndarray:
+    """``values`` summed into ``size`` bins by ``index``."""
+    out = np.zeros(size, dtype=dtype)
+    np.add.at(out, index.astype(int).to_numpy(), values.astype(dtype).to_numpy())
+    return out
+
+
+def batch_stats(
+    s: pd.DataFrame,
+    spec: BatchSpec,
+    q: QuerySpec,
+    span: tuple[tuple[int, int], float],
+    duration_s: float,
+    state_rows: int,
+    rows_out: int,
+    split_partials: int,
+) -> BatchStats:
+    """The batch's statistics from its partitions' T (load), K (key-group) and H (key) rows.
+
+    ``span``: the event-id range and last event time of the files the batch read;
+    ``split_partials``: the split keys' partials merged on the driver.
+    """
+    t, k, h = (s[s["tag"] == tag] for tag in ("T", "K", "H"))
+    keys = (
+        h.groupby(["key", "side"], as_index=False)["rows"]
+        .sum()
+        .astype({"key": "int64", "side": "int64", "rows": "int64"})
+    )
+    inv = {v: name for name, v in q.sides.items()}
+    per_stream = {inv[int(sd)]: int(r) for sd, r in keys.groupby("side")["rows"].sum().items()}
+    # partials merged across partitions (round-robin: every partial its partitions emitted)
+    merged = int(t["partials"].fillna(0).sum()) if spec.every_key_split else split_partials
+    return BatchStats(
+        batch_id=spec.batch_id,
+        plan_version=spec.plan_version,
+        replay=spec.replay,
+        duration_s=duration_s,
+        rows=_by(t["pid"], t["rows"], spec.partitions, np.int64),
+        busy_s=_by(t["pid"], t["busy_s"], spec.partitions, float),
+        kg_rows=_by(k["kg"], k["rows"], q.key_groups, np.int64),
+        key_rows=keys,
+        stream_rows=per_stream,
+        state_rows=state_rows,
+        state_moved=int(t["moved"].sum()),
+        late=int(t["late"].sum()),
+        rows_out=rows_out,
+        event_range=span[0],
+        max_ts=span[1],
+        info={"partials_merged": merged},
+    )
+
+
+def rows_span(s: pd.DataFrame) -> tuple[int, int]:
+    """The event-id range the partitions saw (when the batch's files are not known)."""
+    t = s[s["tag"] == "T"]
+    lo, hi = t.loc[t["ev_lo"] >= 0, "ev_lo"], t.loc[t["ev_hi"] >= 0, "ev_hi"]
+    return (int(lo.min()), int(hi.max())) if len(lo) else (-1, -1)

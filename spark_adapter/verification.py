@@ -1,0 +1,167 @@
+"""Verification of the Spark pipeline: the output it must have written, computed without Spark.
+
+The reference is ``operators.reference_output`` over the input rows each batch kept under its
+pinned plan: the numpy mirror of the batch compiler's drops (``shedding.drops.keep_mask`` for
+tuple drops, ``shedding.window_drops.floor_keep_mask`` with the same ``drop_floors`` for whole
+windows), and, with window drops, only the windows the pinned batches emitted. No routing: if
+the pipeline's output equals the reference, routing, state moves, merges and replays lost or
+duplicated nothing. No pyspark import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from shedding.drops import keep_mask
+from shedding.window_drops import block_size, floor_keep_mask, window_floor, window_uniform
+from spark_adapter.actuator import PinRow, PlanStore
+from spark_adapter.batch_compiler import drop_floors, window_keep
+from spark_adapter.operators import QuerySpec, reference_output
+
+__all__ = [
+    "VALUE_ATOL",
+    "VALUE_RTOL",
+    "committed_output",
+    "output_mismatch",
+    "pinned_keep",
+    "reference",
+    "windows_emitted",
+]
+
+OUTPUT_COLUMNS = {"key": "int64", "window_start": "float64", "value": "float64"}
+VALUE_RTOL = 1e-9
+VALUE_ATOL = 1e-9
+"""The one tolerance rule: keys and windows equal exactly, values within ``VALUE_RTOL``
+relative (or ``VALUE_ATOL`` absolute, for values that cancel to about 0) of the reference:
+the pipeline and the reference add the same floats in different orders."""
+
+
+def output_mismatch(got: pd.DataFrame, exp: pd.DataFrame) -> str | None:
+    """Why ``got`` differs from the reference ``exp`` (both sorted by key and window), or None.
+
+    >>> a = pd.DataFrame({"key": [1, 2], "window_start": [0.0, 0.0], "value": [3.0, 1.0]})
+    >>> output_mismatch(a, a) is None
+    True
+    >>> output_mismatch(a, a.assign(value=[3.0, 1.5]))
+    'value of key 2, window 0.0: 1.0 against the reference 1.5'
+    >>> output_mismatch(a.iloc[:1], a)
+    '1 rows against the reference 2'
+    """
+    if len(got) != len(exp):
+        return f"{len(got)} rows against the reference {len(exp)}"
+    kw = ["key", "window_start"]
+    g, e = got.reset_index(drop=True), exp.reset_index(drop=True)
+    diff = (g[kw].to_numpy() != e[kw].to_numpy()).any(axis=1)
+    if diff.any():
+        i = int(np.argmax(diff))
+        return f"row {i}: (key, window) {tuple(g.loc[i, kw])} against {tuple(e.loc[i, kw])}"
+    gv, ev = g["value"].to_numpy(float), e["value"].to_numpy(float)
+    bad = ~np.isclose(gv, ev, rtol=VALUE_RTOL, atol=VALUE_ATOL)
+    if bad.any():
+        i = int(np.argmax(bad))
+        return (
+            f"value of key {g.loc[i, 'key']}, window {g.loc[i, 'window_start']}: "
+            f"{gv[i]} against the reference {ev[i]}"
+        )
+    return None
+
+
+def pinned_keep(
+    events: pd.DataFrame,
+    q: QuerySpec,
+    pins: Sequence[PinRow],
+    plans: PlanStore,
+    ranges: Mapping[int, tuple[int, int]],
+    window_drops: bool,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per input row: kept by its batch's pinned drops (True outside every batch), and covered
+    by a processed batch (``ranges``: each processed batch's event-id range)."""
+    keep = np.ones(len(events), dtype=bool)
+    covered = np.zeros(len(events), dtype=bool)
+    ids = events["event_id"].to_numpy()
+    panes = np.floor(events["ts"].to_numpy() / q.slide_s).astype(np.int64)
+    w = q.panes_per_window
+    by_batch = {p.batch_id: p for p in pins}
+
+    def version_keep(v: int) -> float:
+        return window_keep(plans.load(v), q)
+
+    for b, (lo, hi) in ranges.items():
+        if lo < 0:
+            continue
+        pin = by_batch[b]
+        plan = plans.load(pin.plan_version)
+        sel = (ids >= lo) & (ids <= hi)
+        covered |= sel
+        if window_drops:
+            f = drop_floors(b, pin.wm_prev, window_keep(plan, q), pins, version_keep, q)
+            th, val = [t for t, _ in f.steps], [v for _, v in f.steps]
+            keep[sel] = floor_keep_mask(panes[sel], w, q.slide_s, block_size(w), th, val, f.default)
+            continue
+        for stream in q.sides:
+            k = plan.shed.keep_of(stream)
+            if k < 1.0:
+                rows = sel & (events["stream"] == stream).to_numpy()
+                keep[rows] = keep_mask(ids[rows], b, k)
+    return keep, covered
+
+
+def windows_emitted(
+    starts: np.ndarray, q: QuerySpec, pins: Sequence[PinRow], version_keep: Callable[[int], float]
+) -> np.ndarray:
+    """Window drops: which windows (by start) the pinned batches emitted."""
+    wm = np.array([p.wm for p in pins])
+    keeps = np.array([version_keep(p.plan_version) for p in pins])
+    j = np.round(starts / q.slide_s).astype(np.int64)
+    with np.errstate(invalid="ignore"):
+        j_hi = np.where(
+            np.isinf(wm) & (wm > 0),
+            np.iinfo(np.int64).max,
+            np.floor((np.where(np.isfinite(wm), wm, -1e300) - q.size_s) / q.slide_s + 1e-9),
+        )
+    closes = np.searchsorted(np.maximum.accumulate(j_hi), j, side="left")  # first e: j <= j_hi
+    ok = np.zeros(starts.size, dtype=bool)
+    for e in np.unique(closes):
+        sel = closes == e
+        if e >= len(pins):
+            continue  # never closed: never emitted
+        floor = window_floor(starts[sel], wm[1 : e + 1], keeps[:e], float(keeps[e]))
+        ok[sel] = window_uniform(j[sel], block_size(q.panes_per_window)) < floor
+    return ok
+
+
+def reference(
+    events: pd.DataFrame,
+    q: QuerySpec,
+    pins: Sequence[PinRow],
+    plans: PlanStore,
+    ranges: Mapping[int, tuple[int, int]],
+    window_drops: bool,
+) -> tuple[pd.DataFrame, int]:
+    """Expected output from ``events`` with each batch's pinned drops, and the drop count."""
+    keep, _ = pinned_keep(events, q, pins, plans, ranges, window_drops)
+    out = reference_output(events, q, pd.Series(keep))
+    if window_drops:
+        emitted = windows_emitted(
+            out["window_start"].to_numpy(), q, pins, lambda v: window_keep(plans.load(v), q)
+        )
+        out = out[emitted].reset_index(drop=True)
+    return out, int((~keep).sum())
+
+
+def committed_output(output_dir: Path, committed: Sequence[int]) -> pd.DataFrame:
+    """All committed output, one frame (key, window_start, value), sorted."""
+    frames = []
+    for b in committed:
+        p = output_dir / f"batch={b}"
+        if p.exists():
+            frames += [pd.read_parquet(f) for f in sorted(p.glob("*.parquet"))]
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in OUTPUT_COLUMNS.items()})
+    return pd.concat(frames, ignore_index=True).sort_values(
+        ["key", "window_start"], ignore_index=True
+    )
