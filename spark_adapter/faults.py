@@ -34,6 +34,8 @@ from ha.detector import FailureDetector, Transition
 from spark_adapter.metrics import RestPoller
 
 __all__ = [
+    "FAULTS",
+    "inject",
     "ExecutorMonitor",
     "executor_alive",
     "executor_pids",
@@ -146,6 +148,43 @@ class ExecutorMonitor:
                     self.fenced.append(t.node)
         self.transitions += tr
         return tr
+
+
+FAULTS = ("kill-executor", "lose-executor", "stop-executor", "kill-driver")
+
+
+def inject(fault: str, target: str | None, workdir: Path, seconds: float = 10.0) -> dict[str, Any]:
+    """Inject ``fault`` into the application running in ``workdir`` (its ``app.json``).
+
+    ``kill-executor`` / ``stop-executor`` signal the executor's JVM (SIGKILL; SIGSTOP for
+    ``seconds``); ``lose-executor`` asks the driver to release the executor through Spark
+    (the driver polls ``inject-lose``); ``kill-driver`` sends the driver SIGKILL. Returns what
+    was done. Raises ``ValueError`` for a bad request and ``LookupError`` when the target
+    is not running.
+    """
+    if fault not in FAULTS:
+        raise ValueError(f"fault: {fault!r} is not {', '.join(FAULTS[:-1])} or {FAULTS[-1]}")
+    f = workdir / "app.json"
+    if not f.exists():
+        raise ValueError(
+            f"--workdir: no app.json in {workdir} (is a replay or a driver running there?)"
+        )
+    app = json.loads(f.read_text())
+    if fault == "kill-driver":
+        try:
+            os.kill(int(app["driver_pid"]), signal.SIGKILL)
+        except ProcessLookupError:
+            raise LookupError(f"driver {app['driver_pid']} is not running") from None
+        return {"killed_driver": app["driver_pid"]}
+    if target is None:
+        raise ValueError(f"{fault}: an executor id is needed")
+    if fault == "kill-executor":
+        return {"killed_executor": target, "pid": kill_executor(app["app_id"], str(target))}
+    if fault == "stop-executor":
+        pid = stop_executor(app["app_id"], str(target), seconds)
+        return {"stopped_executor": target, "pid": pid}
+    (workdir / "inject-lose").write_text(str(target))  # the driver calls killExecutor
+    return {"lose_requested": target}
 
 
 def publish_app(spark: Any, workdir: str | Path, master: str) -> None:

@@ -1,0 +1,42 @@
+"""The ``trimtab`` command line: a module per command group. Commands parse arguments and call
+library functions; the logic lives in the packages.
+
+* ``replays``: replay, compare, demo;
+* ``offline``: place, shed, partition;
+* ``spark``: pipeline run, input generate, inject, cluster;
+* ``daemon``: run, status, decisions, validate, report.
+
+Exit codes: 0 success, 1 runtime failure, 2 usage or validation error, 3 environment not ready.
+"""
+
+from __future__ import annotations
+
+from controller.cli import daemon, offline, replays, spark
+from controller.cli.common import SPARK_KEYS, SUMMARY_KEYS, app
+
+__all__ = ["SPARK_KEYS", "SUMMARY_KEYS", "app", "main"]
+
+COMMAND_GROUPS = (replays, offline, spark, daemon)  # each registers its commands on ``app``
+HELP_ORDER = (
+    "replay",
+    "compare",
+    "place",
+    "shed",
+    "partition",
+    "inject",
+    "cluster",
+    "validate",
+    "run",
+    "status",
+    "decisions",
+    "report",
+    "demo",
+)
+app.registered_commands.sort(
+    key=lambda c: HELP_ORDER.index(c.name or c.callback.__name__)  # type: ignore[union-attr]
+)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

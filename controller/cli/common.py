@@ -1,0 +1,89 @@
+"""What every command shares: the Typer app, error exits, loading a scenario, tables.
+
+Exit codes: 0 success, 1 runtime failure, 2 usage or validation error, 3 environment not ready.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from core.scenario import Scenario, ScenarioError, load_scenario
+
+__all__ = ["SPARK_KEYS", "SUMMARY_KEYS", "app", "err", "fail", "load", "names", "progress", "table"]
+
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="trimtab: steer a stream-processing pipeline."
+)
+err = Console(stderr=True)
+
+SPARK_KEYS = (
+    "batches",
+    "batch_duration_p50",
+    "batch_duration_p99",
+    "rows_in",
+    "rows_out",
+    "rows_dropped",
+    "state_rows_moved",
+    "partials_merged",
+    "output_matches_reference",
+)
+SUMMARY_KEYS = (
+    "throughput",
+    "mean_latency",
+    "p99_latency",
+    "node_load_variance_mean",
+    "mean_pairwise_node_correlation",
+    "migrations",
+    "dropped_fraction",
+    "lost_tuples",
+)
+
+
+def fail(msg: str, code: int = 2) -> NoReturn:
+    """Print ``error: msg`` on stderr and exit with ``code``."""
+    print(f"error: {msg}", file=sys.stderr)
+    raise typer.Exit(code)
+
+
+def load(path: Path) -> Scenario:
+    """A scenario, or exit 2 naming the file and its problems."""
+    try:
+        return load_scenario(path)
+    except ScenarioError as e:
+        fail(f"{e.path}: " + "; ".join(e.problems))
+
+
+def names(text: str) -> list[str]:
+    """A comma-separated option as a list of names."""
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def table(rows: list[dict[str, Any]], keys: tuple[str, ...], label: str) -> Table:
+    """Metrics down the side, one column per run (fits a terminal for several runs)."""
+    t = Table(title=None)
+    t.add_column("metric")
+    for r in rows:
+        t.add_column(str(r.get(label, "")), justify="right")
+    for k in keys:
+        t.add_row(k, *(_fmt(r.get(k, "")) for r in rows))
+    return t
+
+
+def progress(enabled: bool) -> Any:
+    """A progress bar on a terminal (None when not wanted or not a terminal)."""
+    if not enabled or not sys.stderr.isatty() or os.environ.get("TRIMTAB_NO_PROGRESS"):
+        return None
+    from rich.progress import Progress
+
+    return Progress(console=err, transient=True)

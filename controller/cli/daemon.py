@@ -1,0 +1,183 @@
+"""The daemon and its files: run, status, decisions, validate, report."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from controller.cli.common import (
+    app,
+    err,
+    fail,
+)
+from core.scenario import ScenarioError
+
+
+@app.command("run")
+def run_cmd(
+    config: Annotated[
+        Path | None, typer.Option(envvar="TRIMTAB_CONFIG", help="YAML settings file")
+    ] = None,
+    decision_log: Annotated[
+        Path | None, typer.Option(help="SQLite decision log (overrides the config)")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="compute and log plans, apply nothing")
+    ] = False,
+    rounds: Annotated[int | None, typer.Option(min=1, help="stop after N rounds")] = None,
+) -> None:
+    """Run the controller daemon until SIGTERM/SIGINT: decisions to SQLite, metrics on 127.0.0.1.
+
+    Example: trimtab run --config examples/controller.yaml
+    """
+    from controller.config import ConfigError, load_settings
+    from controller.daemon import run_daemon
+
+    over: dict[str, Any] = {}
+    if decision_log is not None:
+        over["decision_log"] = str(decision_log)
+    control: dict[str, Any] = {}
+    if dry_run:
+        control["dry_run"] = True
+    if rounds is not None:
+        control["max_rounds"] = rounds
+    if control:
+        over["control"] = control
+    try:
+        settings = load_settings(config, **over)
+    except ConfigError as e:
+        fail(f"{e.source}: " + "; ".join(e.problems))
+    try:
+        code = run_daemon(settings)
+    except (ValueError, ScenarioError) as e:
+        fail(str(e))
+    except OSError as e:
+        fail(f"environment not ready: {e}", 3)
+    raise typer.Exit(code)
+
+
+@app.command("status")
+def status_cmd(
+    state_dir: Annotated[
+        Path, typer.Option(envvar="TRIMTAB_STATE_DIR", help="the daemon's state directory")
+    ] = Path(".trimtab"),
+    json_out: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """What the daemon is doing: last round, plan version, policies and health.
+
+    Example: trimtab status
+    """
+    f = state_dir / "status.json"
+    if not f.exists():
+        fail(f"no daemon status in {state_dir} (is 'trimtab run' running with this state_dir?)", 1)
+    st = json.loads(f.read_text())
+    alive = _pid_alive(int(st.get("pid", -1))) and not st.get("stopped")
+    st["running"] = alive
+    if json_out:
+        print(json.dumps(st))
+        return
+    t = Table(show_header=False)
+    for k in (
+        "running",
+        "pid",
+        "substrate",
+        "plan_version",
+        "dry_run",
+        "policies",
+        "last_round",
+        "health",
+        "metrics_port",
+        "decision_log",
+    ):
+        t.add_row(k, json.dumps(st.get(k)) if isinstance(st.get(k), dict) else str(st.get(k)))
+    Console().print(t)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+@app.command("decisions")
+def decisions_cmd(
+    decision_log: Annotated[
+        Path, typer.Option(envvar="TRIMTAB_DECISION_LOG", help="SQLite decision log")
+    ] = Path(".trimtab/decisions.sqlite"),
+    last: Annotated[int, typer.Option(min=1, help="how many recent rounds")] = 20,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="print a JSON list of decisions")
+    ] = False,
+) -> None:
+    """The most recent decisions with their reasons.
+
+    Example: trimtab decisions --last 5 --json
+    """
+    from controller.decisionlog import DecisionLog
+
+    if not decision_log.exists():
+        fail(f"--decision-log: no decision log at {decision_log}")
+    rows = DecisionLog(decision_log).last(last)
+    if json_out:
+        print(json.dumps(rows, default=float))
+        return
+    t = Table()
+    for c in ("round", "kind", "plan", "applied", "reason"):
+        t.add_column(c)
+    for r in rows:
+        t.add_row(
+            str(r["round"]), r["kind"], str(r["plan_version"]), str(r["applied"]), r["reason"]
+        )
+    Console().print(t)
+
+
+@app.command()
+def validate(
+    files: Annotated[list[Path], typer.Argument(help="config, scenario or plan files")],
+) -> None:
+    """Check config, scenario and plan files; print one line per problem.
+
+    Example: trimtab validate examples/controller.yaml scenarios/*.yaml
+    """
+    from controller.config import ConfigError
+    from controller.validation import validate_file
+    from core.scenario import ScenarioError
+
+    bad = 0
+    for f in files:
+        try:
+            print(f"ok: {f} ({validate_file(f)})")
+        except (ScenarioError, ConfigError) as e:
+            bad += 1
+            src = e.path if isinstance(e, ScenarioError) else e.source
+            print(f"error: {src}: " + "; ".join(e.problems), file=sys.stderr)
+    if bad:
+        raise typer.Exit(2)
+
+
+@app.command("report")
+def report_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="a run directory written by replay --report")],
+) -> None:
+    """Re-render a run's report (summary, PNG plots, one HTML page) from its saved series.
+
+    Example: trimtab report reports/demo
+    """
+    from controller.report import render_run_dir
+
+    try:
+        out = render_run_dir(run_dir)
+    except (FileNotFoundError, ValueError) as e:
+        fail(str(e))
+    err.print(f"report written to {out}/report.html")

@@ -1,0 +1,155 @@
+"""Offline analysis, no substrate: static placements, shedding plans at one tick,
+partitioners on a key stream."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from controller.cli.common import (
+    app,
+    fail,
+    load,
+    names,
+    table,
+)
+
+
+@app.command("place")
+def place_cmd(
+    scenario: Annotated[Path, typer.Argument(help="scenario file (YAML)")],
+    algorithm: Annotated[
+        str, typer.Option(help="comma-separated: rod,llf,connected,random,correlation")
+    ] = "rod,llf,connected,random,correlation",
+    points: Annotated[int, typer.Option(min=256, help="quasi-Monte Carlo points")] = 2**14,
+    json_out: Annotated[bool, typer.Option("--json", help="print a JSON list")] = False,
+) -> None:
+    """Static placements with their feasible-set ratio, node mean loads and inter-node arcs.
+
+    Example: trimtab place scenarios/bursty-rod.yaml --algorithm rod,llf
+    """
+    from controller.compare import place
+
+    sc = load(scenario)
+    try:
+        rows = place(sc, names(algorithm), points)
+    except ValueError as e:
+        fail(str(e))
+    if json_out:
+        print(json.dumps(rows, default=float))
+        return
+    Console().print(
+        table(
+            rows,
+            ("feasible_set_ratio", "feasible_set_error", "min_plane_distance", "inter_node_arcs"),
+            "algorithm",
+        )
+    )
+
+
+@app.command("shed")
+def shed_cmd(
+    scenario: Annotated[Path, typer.Argument(help="scenario file (YAML)")],
+    at: Annotated[float | None, typer.Option(help="input rates at this time (s)")] = None,
+    peak: Annotated[bool, typer.Option(help="input rates at the peak total rate")] = False,
+    method: Annotated[
+        str, typer.Option(help="comma-separated: lp,fit,uniform,local,none")
+    ] = "lp,fit,uniform,local",
+    json_out: Annotated[
+        bool, typer.Option("--json", help="print a JSON list, one object per method")
+    ] = False,
+) -> None:
+    """Shedding plans for the scenario's placement: keep fractions, weighted output, node loads, shadow prices.
+
+    Example: trimtab shed scenarios/seed-shedding-2node.yaml --method lp,uniform,local
+    """
+    from controller.shedding import shed_at
+
+    sc = load(scenario)
+    try:
+        rows = shed_at(sc, names(method), at=at, peak=peak)
+    except ValueError as e:
+        fail(str(e))
+    if json_out:
+        print(json.dumps(rows, default=float))
+        return
+    t = Table()
+    for c in ("method", "keep", "weighted output", "node loads", "shadow prices", "solve ms"):
+        t.add_column(c)
+    for x in rows:
+        t.add_row(
+            x["method"],
+            ", ".join(f"{k}={v:.4g}" for k, v in x["keep"].items()),
+            f"{x['objective']:.6g}",
+            ", ".join(f"{k}={v:.3g}" for k, v in x["node_loads"].items()),
+            ", ".join(f"{k}={v:.3g}" for k, v in x["shadow_prices"].items()),
+            f"{x['solve_time_s'] * 1000:.1f}",
+        )
+    Console().print(t)
+
+
+PARTITION_KEYS = (
+    "imbalance_mean",
+    "imbalance_p95",
+    "fragmentation_mean",
+    "fragmentation_max",
+    "aggregation_cost_mean",
+    "routing_us_per_key",
+)
+
+
+@app.command("partition")
+def partition_cmd(
+    scenario: Annotated[Path, typer.Argument(help="scenario file (YAML)")],
+    partitioners: Annotated[
+        str, typer.Option(help="comma-separated partitioner names")
+    ] = "hash,shuffle,pkg,dchoices,wchoices,cg,capa,ecapa,dalton,prompt",
+    workers: Annotated[
+        int | None, typer.Option(min=1, help="workers; default: the scenario's nodes")
+    ] = None,
+    zipf: Annotated[
+        float | None, typer.Option(min=0.0, help="override the key distribution with Zipf(S)")
+    ] = None,
+    keys: Annotated[int | None, typer.Option(min=1, help="override the key-space size")] = None,
+    trace: Annotated[
+        Path | None, typer.Option(help="CSV of keys (column 'key') instead of the scenario")
+    ] = None,
+    seconds: Annotated[
+        float | None, typer.Option(min=1.0, help="replay only the first S seconds")
+    ] = None,
+    window_s: Annotated[float, typer.Option(min=0.0, help="window length in seconds")] = 1.0,
+    sources: Annotated[int, typer.Option(min=1, help="source instances per partitioner")] = 1,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="print a JSON list, one object per partitioner")
+    ] = False,
+) -> None:
+    """Replay the scenario's key stream through several partitioners side by side (no Spark).
+
+    Example: trimtab partition scenarios/zipf-moderate.yaml --partitioners hash,pkg --workers 10
+    """
+    from controller.partition import partition_replay
+
+    sc = load(scenario)
+    try:
+        rows = partition_replay(
+            sc,
+            names(partitioners),
+            workers,
+            window_s,
+            sources,
+            seconds=seconds,
+            zipf=zipf,
+            keys=keys,
+            trace=trace,
+        )
+    except ValueError as e:
+        fail(str(e))
+    if json_out:
+        print(json.dumps(rows, default=float))
+        return
+    Console().print(table(rows, PARTITION_KEYS, "partitioner"))

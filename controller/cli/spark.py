@@ -1,0 +1,187 @@
+"""The Spark side: pipeline drivers, the input log, fault injection, a standalone cluster."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from controller.cli.common import (
+    app,
+    fail,
+    load,
+)
+
+pipeline_app = typer.Typer(
+    help="Run a pipeline driver outside a replay (primary or warm standby).", no_args_is_help=True
+)
+app.add_typer(pipeline_app, name="pipeline")
+
+
+@pipeline_app.command("run")
+def pipeline_run(
+    scenario: Annotated[Path, typer.Argument(help="scenario file (YAML)")],
+    workdir: Annotated[Path, typer.Option(help="working directory with the input log and plans")],
+    role: Annotated[str, typer.Option(help="primary or standby (waits for the lease)")] = "primary",
+    master: Annotated[str, typer.Option(help="Spark master")] = "local[2]",
+    partitions: Annotated[int, typer.Option(min=1)] = 2,
+    lease_ttl_s: Annotated[
+        float, typer.Option(min=0.5, help="lease time to live: the standby takes over after it")
+    ] = 3.0,
+    snapshot_every: Annotated[int, typer.Option(min=1, help="state snapshot every k batches")] = 2,
+    kill_after_output: Annotated[
+        int | None, typer.Option(help="fault injection: die after writing this batch's output")
+    ] = None,
+    result: Annotated[Path | None, typer.Option(help="write a JSON result here")] = None,
+    mtbf_s: Annotated[
+        float | None,
+        typer.Option(
+            min=1.0,
+            help="mean time between failures: snapshot interval from Young/Daly on the measured"
+            " snapshot cost (starting at --snapshot-every)",
+        ),
+    ] = None,
+    trigger_s: Annotated[
+        float | None,
+        typer.Option(
+            min=0.01,
+            help="follow the input log live, a micro-batch every S seconds, until the log is"
+            " closed or SIGTERM (default: process the segments present and stop)",
+        ),
+    ] = None,
+) -> None:
+    """A pipeline driver with a lease: the primary runs; a warm standby takes over when it dies.
+
+    Example: trimtab pipeline run scenarios/seed-groupby-window.yaml --workdir w --role standby
+    """
+    from spark_adapter.standby import run_driver
+
+    try:
+        out = run_driver(
+            workdir,
+            str(scenario),
+            role,
+            master=master,
+            partitions=partitions,
+            lease_ttl_s=lease_ttl_s,
+            snapshot_every=snapshot_every,
+            kill_after_output=kill_after_output,
+            result_file=result,
+            mtbf_s=mtbf_s,
+            trigger_s=trigger_s,
+        )
+    except (ValueError, RuntimeError) as e:
+        fail(str(e), 1)
+    print(json.dumps({k: out[k] for k in ("role", "epoch", "restored_through", "committed")}))
+
+
+input_app = typer.Typer(help="Write a pipeline's input log.", no_args_is_help=True)
+app.add_typer(input_app, name="input")
+
+
+@input_app.command("generate")
+def input_generate(
+    scenario: Annotated[Path, typer.Argument(help="scenario file (YAML)")],
+    workdir: Annotated[Path, typer.Option(help="working directory; the log is WORKDIR/input")],
+    segments: Annotated[
+        int | None, typer.Option(min=1, help="ticks to write (default: the scenario's duration)")
+    ] = None,
+    scale: Annotated[float, typer.Option(min=1e-6, help="multiplies the scenario's rates")] = 1.0,
+    pace_s: Annotated[
+        float | None,
+        typer.Option(min=0.01, help="write live: one segment every S seconds (until SIGTERM)"),
+    ] = None,
+    close: Annotated[bool, typer.Option(help="mark the end of the stream when done")] = False,
+) -> None:
+    """Append segments to the input log, after the last one present, at once or live.
+
+    Example: trimtab input generate scenarios/zipf-hotkey-shift.yaml --workdir w --pace-s 2 --close
+    """
+    from spark_adapter.source import InputLog
+
+    sc = load(scenario)
+    log = InputLog(workdir / "input")
+    if log.closed:
+        fail(f"{log.root}: the log is closed (the stream has ended); use a new workdir", 1)
+    start = log.next_index()  # after the last segment, even when trimmed away
+    n = segments if segments is not None else sc.ticks
+    halt = threading.Event()
+    if pace_s is not None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: halt.set())
+    rows = log.generate(sc, n, scale=scale, start=start, pace_s=pace_s, stop=halt)
+    if close:
+        log.close()
+    written = log.next_index() - start  # the pipeline may have trimmed some already
+    print(json.dumps({"rows": rows, "segments": written, "first": start, "closed": log.closed}))
+
+
+@app.command("inject")
+def inject_cmd(
+    fault: Annotated[
+        str, typer.Argument(help="kill-executor, lose-executor, stop-executor or kill-driver")
+    ],
+    target: Annotated[str | None, typer.Argument(help="executor id (not for kill-driver)")] = None,
+    workdir: Annotated[
+        Path, typer.Option(help="the running pipeline's working directory (app.json)")
+    ] = Path("."),
+    seconds: Annotated[
+        float, typer.Option(min=0.1, help="stop-executor: how long to stop it")
+    ] = 10.0,
+) -> None:
+    """Inject a fault into a running pipeline, a replay or a live driver (its workdir/app.json
+    names the application and the driver).
+
+    Example: trimtab inject kill-executor 1 --workdir /tmp/run
+    """
+    from spark_adapter.faults import inject
+
+    try:
+        print(json.dumps(inject(fault, target, workdir, seconds)))
+    except ValueError as e:
+        fail(str(e))
+    except LookupError as e:
+        fail(str(e), 1)
+
+
+@app.command("cluster")
+def cluster_cmd(
+    action: Annotated[str, typer.Argument(help="up, down or status")],
+    workers: Annotated[int, typer.Option(min=1, help="workers to start")] = 2,
+    cores: Annotated[int, typer.Option(min=1, help="cores per worker")] = 1,
+    memory: Annotated[str, typer.Option(help="memory per worker, e.g. 1g")] = "1g",
+    state_dir: Annotated[
+        Path, typer.Option(envvar="TRIMTAB_STATE_DIR", help="where pids and logs are kept")
+    ] = Path(".trimtab"),
+) -> None:
+    """Start, stop or inspect a standalone Spark master and workers on 127.0.0.1.
+
+    Example: trimtab cluster up --workers 2 --cores 1; trimtab cluster down
+    """
+    from spark_adapter.cluster import cluster_down, cluster_status, cluster_up
+
+    state_file = state_dir / "cluster.json"
+    if action == "up":
+        try:
+            st = cluster_up(state_file, workers, cores, memory)
+        except (RuntimeError, TimeoutError) as e:
+            fail(str(e), 3)
+        print(
+            json.dumps(
+                {
+                    "master_url": st.master_url,
+                    "master_pid": st.master_pid,
+                    "worker_pids": st.worker_pids,
+                }
+            )
+        )
+    elif action == "down":
+        print(json.dumps({"stopped": cluster_down(state_file)}))
+    elif action == "status":
+        print(json.dumps(cluster_status(state_file)))
+    else:
+        fail(f"action: {action!r} is not up, down or status")
