@@ -8,14 +8,20 @@ The recovery time is detection plus restore plus replay, recorded per fault.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
-from placement.baselines import llf
+__all__ = ["Placer", "RecoveryPlan", "recovery_time", "replace_lost"]
 
-__all__ = ["RecoveryPlan", "recovery_time", "replace_lost"]
+Placer = Callable[
+    [NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_], NDArray[np.float64]],
+    NDArray[np.int64],
+]
+"""(unit loads, node capacities, alive nodes, node base loads) -> a node per unit, e.g.
+``placement.baselines.llf``: ``ha`` does not import ``placement``, its caller chooses."""
 
 
 @dataclass(frozen=True)
@@ -32,12 +38,15 @@ def replace_lost(
     alive: NDArray[np.bool_],
     load: NDArray[np.float64],
     capacity: NDArray[np.float64],
+    place: Placer,
 ) -> RecoveryPlan:
-    """Units on dead nodes go to the least-loaded survivors, heaviest first.
+    """Units on dead nodes are placed on the survivors by ``place`` (Borealis: least-loaded
+    first, heaviest unit first, ``placement.baselines.llf``).
 
     Examples
     --------
-    >>> r = replace_lost(np.array([0, 1, 1]), np.array([True, False]), np.array([0.5, 0.4, 0.3]), np.ones(2))
+    >>> from placement.baselines import llf
+    >>> r = replace_lost(np.array([0, 1, 1]), np.array([True, False]), np.array([0.5, 0.4, 0.3]), np.ones(2), llf)
     >>> r.assignment.tolist(), r.moved.tolist(), round(r.shortfall, 6)
     ([0, 0, 0], [1, 2], 0.2)
     """
@@ -47,7 +56,7 @@ def replace_lost(
         keep = np.ones(assign.size, dtype=bool)
         keep[lost] = False
         base = np.bincount(assign[keep], weights=load[keep], minlength=capacity.size)
-        out[lost] = llf(load[lost], capacity, alive, base)
+        out[lost] = place(load[lost], capacity, alive, base)
     node = np.bincount(out, weights=load, minlength=capacity.size)
     short = float(np.clip(node - capacity * alive, 0.0, None).sum())
     return RecoveryPlan(out, lost, short)

@@ -30,6 +30,7 @@ from numpy.typing import NDArray
 
 from ha.passive_standby import place_standbys
 from ha.recovery import replace_lost
+from placement.baselines import llf
 
 if TYPE_CHECKING:
     from simulator.model import Simulator
@@ -152,7 +153,7 @@ class HAModel:
             new = sim.assign.copy()
             new[units] = standby[units]
         else:
-            new = replace_lost(sim.assign, alive, uload, sim.capacity).assignment
+            new = replace_lost(sim.assign, alive, uload, sim.capacity, llf).assignment
         if self.policy == "none":
             self.lost += sim.lose_in_flight(i)  # input that reached the dead node during detection
         replay = np.zeros(sim.n)

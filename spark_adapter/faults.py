@@ -35,10 +35,10 @@ from spark_adapter.metrics import RestPoller
 
 __all__ = [
     "FAULTS",
-    "inject",
     "ExecutorMonitor",
     "executor_alive",
     "executor_pids",
+    "inject",
     "kill_executor",
     "lose_executor",
     "publish_app",

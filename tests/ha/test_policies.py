@@ -12,6 +12,7 @@ from ha.detector import FailureDetector
 from ha.passive_standby import place_standbys, young_daly_batches
 from ha.recovery import replace_lost
 from ha.upstream_backup import UpstreamBackup
+from placement.baselines import llf
 
 
 class UpstreamBackupMachine(RuleBasedStateMachine):
@@ -124,6 +125,7 @@ def test_young_daly_and_recovery() -> None:
         np.array([True, False, True]),
         np.array([0.3, 0.5, 0.2, 0.1]),
         np.ones(3),
+        llf,
     )
     assert r.moved.tolist() == [1, 3]
     assert np.all(r.assignment != 1)
