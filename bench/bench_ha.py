@@ -19,8 +19,8 @@ import numpy as np
 
 from bench.common import ROOT, environment, write_section
 from controller.compare import compare_ha
+from controller.scenario import load_scenario
 from controller.testing import alternating_plan
-from core.scenario import load_scenario
 from spark_adapter.standby import wait_for_holder
 
 EXE = str(Path(sys.executable).parent / "trimtab")

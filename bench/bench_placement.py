@@ -12,9 +12,10 @@ import time
 import numpy as np
 
 from bench.common import ROOT, environment, write_section
-from controller.compare import compare, make_context, place
+from controller.compare import compare, place
+from controller.scenario import load_scenario
+from controller.wiring import make_context
 from core import loadstats
-from core.scenario import load_scenario
 from placement import baselines, correlation
 from placement.feasible import feasible_set_ratio
 from placement.rod import rod

@@ -11,7 +11,7 @@ from scipy.optimize import linprog
 
 from bench.common import ROOT, best_of, environment, write_section
 from controller.replay import replay_sim
-from core.scenario import load_scenario
+from controller.scenario import load_scenario
 from shedding.loadmodel import ShedModel
 from shedding.lp import solve_lp
 

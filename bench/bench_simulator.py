@@ -11,12 +11,12 @@ from __future__ import annotations
 import numpy as np
 
 from bench.common import best_of, environment, write_section
+from controller.scenario import ScenarioFile
 from core.plans import Placement, Plan
-from core.scenario import Scenario
 from simulator import Simulator
 
 
-def scenario(n: int, m: int, d: int = 5, ticks: int = 200) -> Scenario:
+def scenario(n: int, m: int, d: int = 5, ticks: int = 200) -> ScenarioFile:
     per = m // d
     ops = []
     for k in range(d):
@@ -24,7 +24,7 @@ def scenario(n: int, m: int, d: int = 5, ticks: int = 200) -> Scenario:
         for i in range(per):
             ops.append({"id": f"o{k}_{i}", "kind": "map", "inputs": [src], "cost_us": 1.0})
             src = f"o{k}_{i}"
-    return Scenario.model_validate(
+    return ScenarioFile.model_validate(
         {
             "name": "bench",
             "duration_s": ticks,

@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from bench.common import environment, write_section
+from controller.scenario import ScenarioFile
 from controller.spark_replay import replay_spark
 from core.hashing import stable_mod
-from core.scenario import Scenario
 
 T = 2.0
 COST_US = 200.0
@@ -48,8 +48,8 @@ def collide_rotation() -> int:
     raise RuntimeError("no colliding rotation")
 
 
-def scenario(rot: int, merge_cost_us: float = 0.0) -> Scenario:
-    return Scenario.model_validate(
+def scenario(rot: int, merge_cost_us: float = 0.0) -> ScenarioFile:
+    return ScenarioFile.model_validate(
         {
             "name": "bench-skewed-groupby",
             "seed": 11,
@@ -86,7 +86,7 @@ def scenario(rot: int, merge_cost_us: float = 0.0) -> Scenario:
 
 
 def median_duration(
-    spark: Any, sc: Scenario, rate: float, placement: str, partitioner: str, work: Path
+    spark: Any, sc: ScenarioFile, rate: float, placement: str, partitioner: str, work: Path
 ) -> tuple[float, dict[str, Any]]:
     res = replay_spark(
         sc,
@@ -108,7 +108,7 @@ def median_duration(
 
 
 def max_rate(
-    spark: Any, sc: Scenario, placement: str, partitioner: str, work: Path
+    spark: Any, sc: ScenarioFile, placement: str, partitioner: str, work: Path
 ) -> dict[str, Any]:
     r1, r2 = 1000.0, 3000.0
     d1, _ = median_duration(spark, sc, r1, placement, partitioner, work / "a")

@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 
 from bench.common import ROOT, environment, write_section
+from controller.scenario import ScenarioFile, load_scenario
 from controller.testing import alternating_plan
-from core.scenario import Scenario, load_scenario
 from spark_adapter.operators import compile_query, reference_output
 from spark_adapter.pipeline import PipelineOptions, SparkPipeline
 from spark_adapter.verification import output_mismatch
@@ -37,7 +37,7 @@ def run(
     d = load_scenario(ROOT / "scenarios/seed-groupby-window.yaml").model_dump()
     top = next(o for o in d["operators"] if o.get("window"))
     top["window"] = {"size_s": window[0], "slide_s": window[1]}
-    sc = Scenario.model_validate(d)
+    sc = ScenarioFile.model_validate(d)
     q = compile_query(sc)
     work = Path(tempfile.mkdtemp(prefix="trimtab-wd-"))
     pipe = SparkPipeline(spark, q, work, PipelineOptions(2, window_drops=window_drops))

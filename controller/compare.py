@@ -8,14 +8,16 @@ from typing import Any
 import numpy as np
 
 from controller.placements import PLACEMENTS, Correlation
-from controller.replay import make_context, replay_sim
+from controller.replay import replay_sim
+from controller.scenario import ScenarioFile
+from controller.shedding import shed_model, solve
+from controller.wiring import make_context, make_policy
 from core import loadstats
-from core.scenario import Scenario
 from core.workload import rates
 from placement import baselines, correlation
 from placement.feasible import feasible_set_ratio, min_plane_distance
 
-__all__ = ["compare", "compare_ha", "place"]
+__all__ = ["compare", "compare_ha", "place", "shed_at"]
 
 HA_KEYS = (
     "runtime_overhead",
@@ -28,7 +30,7 @@ HA_KEYS = (
 
 
 def compare_ha(
-    scenario: Scenario, policies: list[str], seeds: int = 1, placement: str | None = None
+    scenario: ScenarioFile, policies: list[str], seeds: int = 1, placement: str | None = None
 ) -> list[dict[str, Any]]:
     """The same faults under each availability policy, side by side."""
     out = []
@@ -50,7 +52,7 @@ def compare_ha(
 
 
 def compare(
-    scenario: Scenario,
+    scenario: ScenarioFile,
     placements: list[str],
     seeds: int = 1,
     shedding: list[str] | None = None,
@@ -78,7 +80,7 @@ def compare(
     return out
 
 
-def _model_series(scenario: Scenario, k: int = 10) -> np.ndarray:
+def _model_series(scenario: ScenarioFile, k: int = 10) -> np.ndarray:
     """Per-unit load series from the workload model over the first k*10 ticks, averaged to k samples."""
     ctx = make_context(scenario)
     r = rates(scenario) / scenario.tick_s  # (T, d)
@@ -87,7 +89,9 @@ def _model_series(scenario: Scenario, k: int = 10) -> np.ndarray:
     return x[:, :t].reshape(x.shape[0], k, -1).mean(axis=2) if t else x
 
 
-def place(scenario: Scenario, algorithms: list[str], points: int = 2**14) -> list[dict[str, Any]]:
+def place(
+    scenario: ScenarioFile, algorithms: list[str], points: int = 2**14
+) -> list[dict[str, Any]]:
     """Static placements with ``feasible_set_ratio``, node mean loads and inter-node arcs."""
     ctx = make_context(scenario)
     cap = ctx.cluster.capacities()
@@ -116,3 +120,33 @@ def place(scenario: Scenario, algorithms: list[str], points: int = 2**14) -> lis
             }
         )
     return out
+
+
+def shed_at(
+    scenario: ScenarioFile, methods: list[str], at: float | None = None, peak: bool = False
+) -> list[dict[str, Any]]:
+    """Shedding plans of ``methods`` for the scenario's initial placement at one tick: at
+    time ``at`` (s), at the peak total rate, or at the start. One dict per method (the plan,
+    ``keep`` by location and the tick's ``time_s``)."""
+
+    r = rates(scenario) / scenario.tick_s
+    if at is not None:
+        if not 0 <= at < scenario.duration_s:
+            raise ValueError(
+                f"--at: {at} is outside the scenario's [0, {scenario.duration_s}) seconds"
+            )
+        row = int(at / scenario.tick_s)
+    else:
+        row = int(np.argmax(r.sum(axis=1))) if peak else 0
+    policy = make_policy(scenario)
+    ctx = policy.ctx
+    placement = policy.initial_plan().placement.as_array()
+    model = shed_model(ctx.network, ctx.units, placement, ctx.cluster.n, r[row])
+    h = scenario.controller.shedding.headroom
+    rows = []
+    for m in methods:
+        x = solve(m, model, ctx.cluster.capacities(), h, ctx.cluster.ids).model_dump()
+        x["time_s"] = row * scenario.tick_s
+        x["keep"] = dict(zip(x["locations"], x["keep"], strict=True))
+        rows.append(x)
+    return rows

@@ -1,5 +1,9 @@
 """Daemon settings: a YAML file plus ``TRIMTAB_...`` environment variables, validated at start.
 
+The ``placement``, ``shedding`` and ``availability`` blocks are the controller's own settings
+models (``controller.settings``), the same a scenario's ``controller:`` block holds; what a
+config sets overrides the steered scenario's values, the rest keeps them.
+
 Priority: init arguments > environment (``TRIMTAB_CONTROL__INTERVAL_S=5``) > YAML file >
 defaults. Units are in the key names. Every host must be a loopback address. A bad key or
 value raises ``ConfigError`` with one line per problem naming the dotted key and the value;
@@ -22,6 +26,13 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from controller.settings import (
+    ControllerSettings,
+    HASettings,
+    PlacementSettings,
+    SheddingSettings,
+    overlay,
+)
 from core.scenario import format_validation_error
 
 __all__ = ["ConfigError", "Settings", "load_settings"]
@@ -71,60 +82,6 @@ class ControlSettings(BaseModel):
         return self
 
 
-class PlacementConfig(BaseModel):
-    """Placement method and anti-flapping."""
-
-    model_config = _STRICT
-    method: str = "correlation-oneway"
-    pair_threshold: float = Field(
-        0.2, gt=0, le=1, description="node mean-load gap that forms a pair"
-    )
-    load_threshold: float = Field(
-        0.005, ge=0, le=1, description="lightest operator load considered"
-    )
-    min_gain: float = Field(
-        0.0, ge=0, description="minimum expected drop of mean node-load variance"
-    )
-    cooldown_rounds: int = Field(1, ge=0, description="rounds without moves after a change")
-    max_moves: int = Field(50, ge=0, description="most operators moved in one round")
-    ineffective_hold_rounds: int = Field(
-        5, ge=0, description="rounds an operator whose move did not help stays put"
-    )
-
-
-class SheddingConfig(BaseModel):
-    """Load shedding."""
-
-    model_config = _STRICT
-    method: Literal["none", "lp", "fit", "uniform", "local"] = "lp"
-    headroom: float = Field(0.95, gt=0, le=1, description="plan against headroom x capacity")
-    plan_table: bool = Field(
-        False, description="lp: answer from a rate-grid table of plans solved ahead (LRU 4096)"
-    )
-    plan_table_step: float = Field(
-        0.1, gt=0, le=1, description="plan-table grid step, as a fraction of the recent max rate"
-    )
-
-
-class AvailabilityConfig(BaseModel):
-    """Availability policy and failure detection."""
-
-    model_config = _STRICT
-    policy: Literal["none", "upstream", "passive", "active"] = "upstream"
-    heartbeat_timeout_s: float = Field(5.0, gt=0, description="silence before a node is suspected")
-    failure_timeout_s: float = Field(
-        15.0, gt=0, description="silence before a node is declared failed"
-    )
-
-    @model_validator(mode="after")
-    def _order(self) -> AvailabilityConfig:
-        if self.failure_timeout_s < self.heartbeat_timeout_s:
-            raise ValueError(
-                f"failure_timeout_s {self.failure_timeout_s} is below heartbeat_timeout_s {self.heartbeat_timeout_s}"
-            )
-        return self
-
-
 class SubstrateConfig(BaseModel):
     """What the daemon steers."""
 
@@ -167,9 +124,9 @@ class Settings(BaseSettings):
         env_prefix="TRIMTAB_", env_nested_delimiter="__", extra="forbid"
     )
     control: ControlSettings = Field(default_factory=ControlSettings)
-    placement: PlacementConfig = Field(default_factory=PlacementConfig)
-    shedding: SheddingConfig = Field(default_factory=SheddingConfig)
-    availability: AvailabilityConfig = Field(default_factory=AvailabilityConfig)
+    placement: PlacementSettings = Field(default_factory=PlacementSettings)
+    shedding: SheddingSettings = Field(default_factory=SheddingSettings)
+    availability: HASettings = Field(default_factory=HASettings)
     substrate: SubstrateConfig = Field(default_factory=SubstrateConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     decision_log: str = Field(".trimtab/decisions.sqlite", description="SQLite decision log")
@@ -178,6 +135,21 @@ class Settings(BaseSettings):
     )
     state_dir: str = Field(".trimtab", description="status file and other runtime state")
     log_format: Literal["json", "console"] = "json"
+
+    def controller_settings(self, base: ControllerSettings | None = None) -> ControllerSettings:
+        """The settings the controller runs with: the steered scenario's (``base``) with every
+        field this config sets (round interval, window, placement, shedding, availability)."""
+        top: dict[str, Any] = {}
+        if "interval_s" in self.control.model_fields_set:
+            top["interval_s"] = self.control.interval_s
+        if "window_samples" in self.control.model_fields_set:
+            top["window_k"] = self.control.window_samples
+        for mine, theirs in (("placement", "placement"), ("shedding", "shedding")):
+            if mine in self.model_fields_set:
+                top[theirs] = getattr(self, mine)
+        if "availability" in self.model_fields_set:
+            top["ha"] = self.availability
+        return overlay(base or ControllerSettings(), ControllerSettings(**top))
 
     @classmethod
     def settings_customise_sources(

@@ -22,20 +22,17 @@ from typing import Any
 
 import numpy as np
 
-import controller.placements  # noqa: F401  (fills the placement registry)
 from controller.config import Settings
 from controller.decisionlog import DecisionLog
 from controller.logs import configure_logging
-from controller.loop import ControlLoop, Substrate
-from controller.policy import PLACEMENTS, Context, ControlPolicy
+from controller.loop import ControlLoop
 from controller.telemetry import Telemetry
+from controller.wiring import make_daemon_wiring
 from core import loadstats
 from core.cluster import NodeStatus
-from core.observation import Observation
 from core.plans import Plan
-from core.scenario import ControllerSpec, load_scenario
 
-__all__ = ["Daemon", "SimSubstrate", "in_blackout"]
+__all__ = ["Daemon", "in_blackout"]
 
 log = logging.getLogger("trimtab.daemon")
 
@@ -58,124 +55,14 @@ def in_blackout(windows: list[str], now: datetime | None = None) -> bool:
     return False
 
 
-class SimSubstrate:
-    """The simulator as a daemon substrate: each observation advances ``ticks`` simulated ticks.
-
-    When the scenario ends it starts again from its first tick under the current plan, so the
-    daemon can run until stopped.
-    """
-
-    def __init__(self, scenario_path: str, ticks: int | None = None) -> None:
-        from simulator import Simulator
-
-        self.scenario = load_scenario(scenario_path)
-        self._make = lambda: Simulator(self.scenario)
-        self.sim = self._make()
-        self.ticks = ticks or max(
-            1, round(self.scenario.controller.interval_s / self.scenario.tick_s)
-        )
-        self.plan: Plan | None = None
-        self.cycles = 0
-
-    def observe(self) -> Observation:
-        """Advance one round of simulated time and report it."""
-        if self.sim.done:
-            self.sim = self._make()
-            self.cycles += 1
-            if self.plan is not None:
-                self.sim.apply(self.plan)
-        self.sim.step(self.ticks)
-        return self.sim.observe()
-
-    def apply(self, plan: Plan) -> None:
-        """Adopt the plan (the simulator keeps applying it until the next one)."""
-        self.plan = plan
-        self.sim.apply(plan)
-
-
-def _context_for(settings: Settings) -> tuple[Substrate, Context, Any]:
-    """The substrate, the controller's context and (for keyed pipelines) the routing policy."""
-    from controller.replay import make_context
-
-    sub = settings.substrate
-    if sub.kind == "sim":
-        s = SimSubstrate(sub.scenario, sub.ticks_per_round)
-        spec = _controller_spec(settings, s.scenario.controller)
-        return s, make_context(s.scenario.model_copy(update={"controller": spec})), None
-    from controller.routing import RoutingPolicy
-    from controller.spark_replay import spark_context
-    from spark_adapter.external import ExternalSparkSubstrate
-    from spark_adapter.operators import compile_query
-
-    if not sub.workdir:
-        raise ValueError("substrate.workdir: spark-external needs the pipeline's working directory")
-    sc = load_scenario(sub.scenario)
-    q = compile_query(sc)
-    ext = ExternalSparkSubstrate(sub.workdir, list(q.sides), sub.partitions, sc.tick_s)
-    spec = _controller_spec(settings, sc.controller)
-    ctx = spark_context(sc.model_copy(update={"controller": spec}), q, sub.partitions, 1.0)
-    return ext, ctx, RoutingPolicy(sc.controller.partitioner, q.op_id, q.key_groups, sub.partitions)
-
-
-def _controller_spec(settings: Settings, base: ControllerSpec) -> ControllerSpec:
-    p = settings.placement
-    placement = base.placement.model_copy(
-        update={
-            "method": p.method,
-            "min_gain": p.min_gain,
-            "cooldown_rounds": p.cooldown_rounds,
-            "max_moves": p.max_moves,
-            "ineffective_hold_rounds": p.ineffective_hold_rounds,
-            "params": {
-                **base.placement.params,
-                "pair_threshold": p.pair_threshold,
-                "load_threshold": p.load_threshold,
-            },
-        }
-    )
-    shedding = base.shedding.model_copy(
-        update={
-            "method": settings.shedding.method,
-            "headroom": settings.shedding.headroom,
-            "plan_table": settings.shedding.plan_table,
-            "plan_table_step": settings.shedding.plan_table_step,
-        }
-    )
-    ha = base.ha.model_copy(update={"policy": settings.availability.policy})
-    return base.model_copy(
-        update={
-            "interval_s": settings.control.interval_s,
-            "window_k": settings.control.window_samples,
-            "placement": placement,
-            "shedding": shedding,
-            "ha": ha,
-        }
-    )
-
-
 class Daemon:
     """One controller process."""
 
-    def __init__(
-        self, settings: Settings, substrate: Substrate | None = None, ctx: Context | None = None
-    ) -> None:
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        routing = None
-        if substrate is None or ctx is None:
-            substrate, ctx, routing = _context_for(settings)
-        self.substrate = substrate
-        method = settings.placement.method
-        if method not in PLACEMENTS:
-            raise ValueError(
-                f"placement.method: unknown method {method!r} (known: {', '.join(sorted(PLACEMENTS))})"
-            )
         windows = settings.control.blackout_windows_utc
-        policy = ControlPolicy(
-            ctx,
-            PLACEMENTS[method](dict(ctx.settings.placement.params)),
-            routing=routing,
-            in_blackout=lambda: in_blackout(windows),
-        )
+        substrate, policy = make_daemon_wiring(settings, lambda: in_blackout(windows))
+        self.substrate = substrate
         self.log = DecisionLog(settings.decision_log, settings.decision_retention_rounds)
         self.telemetry = Telemetry()
         self._newest_batch = -1  # of the steered pipeline (external mode)
@@ -274,15 +161,16 @@ class Daemon:
             t.migrations.inc(float(moved))
         if rec.kind.startswith("recover"):
             t.failures.inc()
-        for st in getattr(self.substrate, "fresh", []):  # a steered Spark pipeline's batches
+        obs = self.loop.last_obs
+        for st in obs.batches if obs is not None else ():  # a steered pipeline's batches
             t.batch_duration.observe(st.duration_s)
-            t.pipeline_rows.inc(float(st.rows.sum()))
-            t.partials_merged.inc(float(st.info.get("partials_merged", 0)))
+            t.pipeline_rows.inc(float(st.rows))
+            t.partials_merged.inc(float(st.partials_merged))
             if st.batch_id >= self._newest_batch:
                 self._newest_batch = st.batch_id
                 t.last_batch.set(st.batch_id)
-                if "started_at" in st.info:
-                    t.last_commit.set(st.info["started_at"] + st.duration_s)
+                if st.started_at is not None:
+                    t.last_commit.set(st.started_at + st.duration_s)
         current = self.loop.plan
         for s in self.loop.policy.ctx.network.streams:
             t.shed_ratio.labels(stream=s).set(1.0 - current.shed.keep_of(s))
@@ -306,10 +194,10 @@ class Daemon:
             },
             "plan_version": self.loop.plan.version,
             "dry_run": self.settings.control.dry_run,
-            "policies": {
-                "placement": self.settings.placement.method,
-                "shedding": self.settings.shedding.method,
-                "availability": self.settings.availability.policy,
+            "policies": {  # in effect: the config's settings over the scenario's
+                "placement": self.loop.policy.ctx.settings.placement.method,
+                "shedding": self.loop.policy.ctx.settings.shedding.method,
+                "availability": self.loop.policy.ctx.settings.ha.policy,
             },
             "health": {
                 "missed_runs": self.missed,
@@ -328,10 +216,10 @@ class Daemon:
         }
 
     def _statuses(self) -> list[str]:
-        st = getattr(getattr(self.substrate, "sim", None), "status", None)
-        if st is None:
+        obs = self.loop.last_obs
+        if obs is None:
             return ["up"] * self.loop.policy.ctx.cluster.n
-        return [NodeStatus(s).value for s in st]
+        return [NodeStatus(s).value for s in obs.node_status]
 
     def _write_status(self, rec: Any = None) -> None:
         from spark_adapter.actuator import atomic_write

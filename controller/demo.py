@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from controller.scenario import ScenarioFile
 from controller.spark_replay import replay_spark
-from core.scenario import Scenario
 
 __all__ = ["DEMO_KEYS", "run_demo"]
 
@@ -36,7 +36,7 @@ DEMO_KEYS = (
 
 
 def run_demo(
-    scenario: Scenario,
+    scenario: ScenarioFile,
     master: str,
     batches: int,
     scale: float,

@@ -70,6 +70,7 @@ class ControlLoop:
         self.plan: Plan = policy.initial_plan()
         self.records: list[DecisionRecord] = []
         self.round = 0
+        self.last_obs: Observation | None = None  # the newest observation, for telemetry
 
     def start(self) -> Plan:
         """Apply the initial plan (even in dry run: the substrate needs some placement)."""
@@ -80,6 +81,7 @@ class ControlLoop:
         """One control round."""
         t0 = time.perf_counter()
         obs = self.substrate.observe()
+        self.last_obs = obs
         self.units.push_many(obs.unit_load)
         self.nodes.push_many(obs.node_load)
         decision = self.policy.decide(self.units.series(), self.nodes.series(), self.plan, obs)

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.scenario import KeySpec, Scenario
+from controller.scenario import ScenarioFile
+from core.scenario import KeySpec
 from core.workload import key_epochs, rates, sample_keys
 from partitioners.base import window_metrics
 from partitioners.capa import ProbeLatency
@@ -25,7 +26,7 @@ __all__ = ["key_stream", "partition_replay"]
 
 
 def key_stream(
-    scenario: Scenario,
+    scenario: ScenarioFile,
     seconds: float | None = None,
     zipf: float | None = None,
     keys: int | None = None,
@@ -68,7 +69,7 @@ def key_stream(
 
 
 def partition_replay(
-    scenario: Scenario,
+    scenario: ScenarioFile,
     names: list[str],
     workers: int | None = None,
     window_s: float = 1.0,

@@ -8,27 +8,46 @@ rounds (one-way, two-way or selective) every control interval.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from controller.policy import (
-    PLACEMENTS,
-    Array,
-    Context,
-    IntArray,
-    LeastLoaded,
-    RebalanceResult,
-    register_placement,
-)
+from controller.policy import Array, Context, IntArray, PlacementMethod, RebalanceResult
 from core import loadstats
 from placement import baselines, correlation
 from placement.rod import rod
 from placement.rod_search import improve_feasible_set
 
-__all__ = ["DEMO_PLACEMENTS", "PLACEMENTS", "Correlation", "Fixed", "LeastLoaded", "Static"]
+__all__ = [
+    "DEMO_PLACEMENTS",
+    "PLACEMENTS",
+    "Correlation",
+    "Fixed",
+    "LeastLoaded",
+    "Static",
+    "placement_method",
+]
 
 DEMO_PLACEMENTS: tuple[str, ...] = ("llf", "correlation-oneway", "correlation-selective", "rod")
+
+
+class LeastLoaded:
+    """The static baseline: least-loaded fill at start; later rounds only evacuate dead nodes."""
+
+    name = "least-loaded"
+
+    def __init__(self, params: dict[str, float] | None = None) -> None:
+        self.params = params or {}
+
+    def initial(self, ctx: Context, unit_x: Array | None) -> IntArray:
+        load = ctx.expected_unit_load() if unit_x is None else loadstats.means(unit_x)
+        return baselines.llf(load, ctx.cluster.capacities(), ctx.cluster.alive())
+
+    def rebalance(
+        self, ctx: Context, unit_x: Array, assign: IntArray, alive: np.ndarray
+    ) -> RebalanceResult:
+        return RebalanceResult(assign.copy(), "static placement: no periodic moves")
 
 
 class _Base:
@@ -98,10 +117,6 @@ class Static(_Base):
         raise ValueError(f"placement: unknown static method {self.name!r}")
 
 
-for _name in ("llf", "random", "connected", "rod", "hash"):
-    register_placement(_name)(lambda params, _n=_name: Static(_n, params))
-
-
 class Correlation(_Base):
     """Borealis correlation-based placement with one-way, two-way or selective rounds."""
 
@@ -151,11 +166,6 @@ class Correlation(_Base):
         )
 
 
-for _m in ("oneway", "twoway", "selective"):
-    register_placement(f"correlation-{_m}")(lambda params, _m=_m: Correlation(_m, params))
-
-
-@register_placement("fixed")
 class Fixed(_Base):
     """Operators pinned to nodes by ``controller.placement.fixed``; other units least-loaded."""
 
@@ -169,3 +179,40 @@ class Fixed(_Base):
             if ops[i] in pins:
                 base[u] = ctx.cluster.ids.index(pins[ops[i]])
         return base
+
+
+Factory = Callable[[dict[str, float]], PlacementMethod]
+
+
+def _static(name: str) -> Factory:
+    return lambda params: Static(name, params)
+
+
+def _correlation(method: correlation.Method) -> Factory:
+    return lambda params: Correlation(method, params)
+
+
+PLACEMENTS: dict[str, Factory] = {
+    "least-loaded": LeastLoaded,
+    "llf": _static("llf"),
+    "random": _static("random"),
+    "connected": _static("connected"),
+    "rod": _static("rod"),
+    "hash": _static("hash"),
+    "correlation-oneway": _correlation("oneway"),
+    "correlation-twoway": _correlation("twoway"),
+    "correlation-selective": _correlation("selective"),
+    "fixed": Fixed,
+}
+"""Every placement method by the name ``--placement`` and ``placement.method`` take."""
+
+
+def placement_method(
+    name: str, params: dict[str, float], field: str = "placement"
+) -> PlacementMethod:
+    """A new instance of the method ``name``; an unknown name is a ``ValueError`` naming
+    ``field`` and the known names."""
+    if name not in PLACEMENTS:
+        known = ", ".join(sorted(PLACEMENTS))
+        raise ValueError(f"{field}: unknown method {name!r} (known: {known})")
+    return PLACEMENTS[name](dict(params))

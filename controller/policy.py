@@ -16,23 +16,20 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from controller.settings import ControllerSettings
 from core import loadstats
-from core.cluster import Cluster, NodeStatus
+from core.cluster import Cluster, alive_mask
 from core.observation import Observation
 from core.plans import HAPlan, Placement, Plan
-from core.scenario import ControllerSpec
 from core.topology import QueryNetwork, Units
 from placement.baselines import llf
 
 __all__ = [
-    "PLACEMENTS",
     "Context",
     "ControlPolicy",
     "Decision",
-    "LeastLoaded",
     "PlacementMethod",
     "RebalanceResult",
-    "register_placement",
 ]
 
 Array = NDArray[np.float64]
@@ -47,7 +44,7 @@ class Context:
     units: Units
     cluster: Cluster
     expected_rates: Array  # (d,) tuples/s
-    settings: ControllerSpec
+    settings: ControllerSettings
     seed: int = 0
 
     def expected_unit_load(self) -> Array:
@@ -78,46 +75,6 @@ class PlacementMethod(Protocol):
     ) -> RebalanceResult:
         """A periodic round over the window ``unit_x`` (m, k)."""
         ...
-
-
-PLACEMENTS: dict[str, Callable[[dict[str, float]], PlacementMethod]] = {}
-
-
-def register_placement(
-    name: str,
-) -> Callable[
-    [Callable[[dict[str, float]], PlacementMethod]], Callable[[dict[str, float]], PlacementMethod]
-]:
-    """Register a placement factory under ``name`` (used by ``--placement``)."""
-
-    def deco(
-        factory: Callable[[dict[str, float]], PlacementMethod],
-    ) -> Callable[[dict[str, float]], PlacementMethod]:
-        PLACEMENTS[name] = factory
-        return factory
-
-    return deco
-
-
-class LeastLoaded:
-    """The static baseline: least-loaded fill at start; later rounds only evacuate dead nodes."""
-
-    name = "least-loaded"
-
-    def __init__(self, params: dict[str, float] | None = None) -> None:
-        self.params = params or {}
-
-    def initial(self, ctx: Context, unit_x: Array | None) -> IntArray:
-        load = ctx.expected_unit_load() if unit_x is None else loadstats.means(unit_x)
-        return llf(load, ctx.cluster.capacities(), ctx.cluster.alive())
-
-    def rebalance(
-        self, ctx: Context, unit_x: Array, assign: IntArray, alive: NDArray[np.bool_]
-    ) -> RebalanceResult:
-        return RebalanceResult(assign.copy(), "static placement: no periodic moves")
-
-
-register_placement("least-loaded")(LeastLoaded)
 
 
 @dataclass(frozen=True)
@@ -189,7 +146,7 @@ class ControlPolicy:
 
         base = d.plan or plan
         rates = obs.input_rates[:, -min(3, obs.input_rates.shape[1]) :].mean(axis=1)
-        alive = np.array([st in (NodeStatus.UP, NodeStatus.SUSPECTED) for st in obs.node_status])
+        alive = alive_mask(obs.node_status)
         cap = self.ctx.cluster.capacities() * alive
         model = shed_model(
             self.ctx.network, self.ctx.units, base.placement.as_array(), cap.size, rates
@@ -243,7 +200,7 @@ class ControlPolicy:
         """One placement round over the window ``unit_x`` (m, k) and ``node_x`` (n, k)."""
         self.rounds += 1
         s = self.ctx.settings.placement
-        alive = np.array([st in (NodeStatus.UP, NodeStatus.SUSPECTED) for st in obs.node_status])
+        alive = alive_mask(obs.node_status)
         assign = plan.placement.as_array()
         cap = self.ctx.cluster.capacities()
         load = loadstats.means(unit_x) if unit_x.shape[1] else self.ctx.expected_unit_load()

@@ -13,15 +13,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-import controller.placements  # noqa: F401  (fills the placement registry)
 from controller.loop import ControlLoop, DecisionRecord
-from controller.policy import PLACEMENTS, Context, ControlPolicy, PlacementMethod
+from controller.scenario import ScenarioFile
+from controller.wiring import make_policy, make_simulator
 from core import loadstats
-from core.scenario import Scenario
-from core.workload import rates
-from simulator import SimResult, Simulator
+from simulator import SimResult
 
-__all__ = ["ReplayResult", "make_policy", "replay_sim", "summarize"]
+__all__ = ["ReplayResult", "replay_sim", "summarize"]
 
 
 @dataclass
@@ -33,45 +31,8 @@ class ReplayResult:
     decisions: list[DecisionRecord] = field(default_factory=list)
 
 
-def make_context(scenario: Scenario) -> Context:
-    """The controller's static context for a scenario."""
-    net = scenario.network()
-    expected = rates(scenario).mean(axis=0) / scenario.tick_s
-    return Context(
-        network=net,
-        units=net.units(),
-        cluster=scenario.cluster_model(),
-        expected_rates=expected,
-        settings=scenario.controller,
-        seed=scenario.seed,
-    )
-
-
-def make_policy(scenario: Scenario, placement: str | None = None) -> ControlPolicy:
-    """Compose the control policy named by the scenario (or ``placement``).
-
-    ``controller.placement.initial`` names a different method for the initial plan (e.g. ROD
-    at deployment, correlation rounds afterwards); a correlation method then skips its own
-    global step.
-    """
-    settings = scenario.controller.placement
-    params = dict(settings.params)
-
-    def build(name: str, field: str) -> PlacementMethod:
-        if name not in PLACEMENTS:
-            known = ", ".join(sorted(PLACEMENTS))
-            raise ValueError(f"{field}: unknown method {name!r} (known: {known})")
-        return PLACEMENTS[name](params)
-
-    method = build(placement or settings.method, "placement")
-    initial = build(settings.initial, "controller.placement.initial") if settings.initial else None
-    if initial is not None and hasattr(method, "global_done"):
-        method.global_done = True
-    return ControlPolicy(make_context(scenario), method, initial)
-
-
 def replay_sim(
-    scenario: Scenario,
+    scenario: ScenarioFile,
     placement: str | None = None,
     ticks: int | None = None,
     seed: int | None = None,
@@ -91,7 +52,7 @@ def replay_sim(
         scenario = scenario.model_copy(
             update={"controller": ctl.model_copy(update={"shedding": shed})}
         )
-    sim = Simulator(scenario)
+    sim = make_simulator(scenario)
     policy = make_policy(scenario, placement)
     loop = ControlLoop(sim, policy, window_k=scenario.controller.window_k)
     loop.start()

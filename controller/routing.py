@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from core.cluster import NodeStatus
+from core.cluster import alive_mask
 from core.hashing import stable_mod
 from core.observation import Observation
 from core.plans import Placement, RoutingConfig
@@ -58,9 +58,7 @@ class RoutingPolicy:
         if kc.size and self.name not in ("hash", "shuffle"):
             keys, counts = kc[:, 0].astype(np.int64), kc[:, 1].astype(float)
             cold = np.asarray(table, dtype=np.int64)[stable_mod(keys, self.groups)]
-            up = np.array(
-                [st in (NodeStatus.UP, NodeStatus.SUSPECTED) for st in obs.node_status[: self.n]]
-            )
+            up = alive_mask(obs.node_status[: self.n])
             cap = None if up.all() else np.where(up, 1.0, 1e-9)  # no quota on lost capacity
             hot = split_hot_keys(self.name, keys, counts, cold, self.n, capacity=cap)
         new = RoutingConfig(partitioner=self.name, num_partitions=self.n, table=table, hot=hot)

@@ -13,13 +13,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from core.plans import ShedPlan
-from core.scenario import Scenario
 from core.topology import QueryNetwork, Units
 from shedding import baselines, fit, lp
 from shedding.loadmodel import ShedModel, build_model, placement_matrix
 from shedding.plan_table import PlanTable
 
-__all__ = ["METHODS", "ShedDecision", "decide_shedding", "shed_at", "shed_model", "solve"]
+__all__ = ["METHODS", "ShedDecision", "decide_shedding", "shed_model", "solve"]
 
 METHODS = ("lp", "fit", "uniform", "local", "none")
 
@@ -115,35 +114,3 @@ def decide_shedding(
         return ShedDecision(None, "current shed plan within 2% of the new optimum", info)
     why = "overload: " + ",".join(ids[j] for j in np.flatnonzero(over)) if over.any() else "re-plan"
     return ShedDecision(plan, f"{method} shedding ({why})", info)
-
-
-def shed_at(
-    scenario: Scenario, methods: list[str], at: float | None = None, peak: bool = False
-) -> list[dict[str, Any]]:
-    """Shedding plans of ``methods`` for the scenario's initial placement at one tick: at
-    time ``at`` (s), at the peak total rate, or at the start. One dict per method (the plan,
-    ``keep`` by location and the tick's ``time_s``)."""
-    from controller.replay import make_policy
-    from core.workload import rates as rate_matrix
-
-    r = rate_matrix(scenario) / scenario.tick_s
-    if at is not None:
-        if not 0 <= at < scenario.duration_s:
-            raise ValueError(
-                f"--at: {at} is outside the scenario's [0, {scenario.duration_s}) seconds"
-            )
-        row = int(at / scenario.tick_s)
-    else:
-        row = int(np.argmax(r.sum(axis=1))) if peak else 0
-    policy = make_policy(scenario)
-    ctx = policy.ctx
-    placement = policy.initial_plan().placement.as_array()
-    model = shed_model(ctx.network, ctx.units, placement, ctx.cluster.n, r[row])
-    h = scenario.controller.shedding.headroom
-    rows = []
-    for m in methods:
-        x = solve(m, model, ctx.cluster.capacities(), h, ctx.cluster.ids).model_dump()
-        x["time_s"] = row * scenario.tick_s
-        x["keep"] = dict(zip(x["locations"], x["keep"], strict=True))
-        rows.append(x)
-    return rows

@@ -18,38 +18,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-import controller.placements  # noqa: F401  (fills the placement registry)
 from controller.loop import ControlLoop
-from controller.policy import PLACEMENTS, Context, ControlPolicy
 from controller.replay import ReplayResult, window_stats
 from controller.routing import RoutingPolicy
-from core.cluster import Cluster, Node
-from core.scenario import Scenario
-from core.topology import OperatorSpec, QueryNetwork
-from core.workload import rates
+from controller.scenario import ScenarioFile
+from controller.wiring import make_policy, spark_context
 from simulator import SimResult
 from spark_adapter.verification import output_mismatch
 
-__all__ = ["replay_spark", "spark_context"]
-
-
-def spark_context(scenario: Scenario, query: Any, partitions: int, scale: float) -> Context:
-    """The controller's view of the Spark pipeline: key groups of the keyed stage on partitions."""
-    streams = list(query.sides)
-    op = OperatorSpec(
-        query.op_id, "aggregate", tuple(streams), max(query.cost_us.values()), 1.0, query.key_groups
-    )
-    net = QueryNetwork(tuple(streams), (op,))
-    idx = [s.id for s in scenario.streams]
-    expected = (
-        rates(scenario).mean(axis=0)[[idx.index(s) for s in streams]] / scenario.tick_s * scale
-    )
-    cluster = Cluster(tuple(Node(f"p{i}", 1.0, 1.0) for i in range(partitions)))
-    return Context(net, net.units(), cluster, expected, scenario.controller, scenario.seed)
+__all__ = ["replay_spark"]
 
 
 def replay_spark(
-    scenario: Scenario,
+    scenario: ScenarioFile,
     master: str = "local[2]",
     batches: int = 10,
     placement: str | None = None,
@@ -87,10 +68,6 @@ def replay_spark(
             }
         )
     name = placement or scenario.controller.placement.method
-    if name not in PLACEMENTS:
-        raise ValueError(
-            f"placement: unknown method {name!r} (known: {', '.join(sorted(PLACEMENTS))})"
-        )
     part = partitioner or scenario.controller.partitioner
     own = spark is None
     spark = spark or make_session(
@@ -98,11 +75,8 @@ def replay_spark(
     )
     work = Path(workdir or tempfile.mkdtemp(prefix="trimtab-spark-"))
     ctx = spark_context(scenario, q, partitions, scale)
-    policy = ControlPolicy(
-        ctx,
-        PLACEMENTS[name](dict(scenario.controller.placement.params)),
-        routing=RoutingPolicy(part, q.op_id, q.key_groups, partitions),
-    )
+    routing = RoutingPolicy(part, q.op_id, q.key_groups, partitions)
+    policy = make_policy(scenario, name, ctx=ctx, routing=routing)
     loop_box: dict[str, ControlLoop] = {}
 
     def after_batch(st: Any) -> None:
@@ -175,7 +149,7 @@ def _migrations(plans: list[Any]) -> int:
 
 
 def _summary(
-    sc: Scenario,
+    sc: ScenarioFile,
     stats: list[Any],
     pipe: Any,
     sub: Any,

@@ -15,8 +15,9 @@ import yaml
 from pydantic import ValidationError
 
 from controller.config import ConfigError, load_settings
+from controller.scenario import load_scenario
 from core.plans import Plan
-from core.scenario import format_validation_error, load_scenario
+from core.scenario import format_validation_error
 
 __all__ = ["CONFIG_KEYS", "file_kind", "validate_file"]
 

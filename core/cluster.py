@@ -6,13 +6,14 @@ processing partition (task slot) of the controlled stage; in the simulator it is
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["Cluster", "Node", "NodeStatus"]
+__all__ = ["Cluster", "Node", "NodeStatus", "alive_mask"]
 
 
 class NodeStatus(StrEnum):
@@ -22,6 +23,15 @@ class NodeStatus(StrEnum):
     SUSPECTED = "suspected"
     DOWN = "down"
     LOST = "lost"
+
+
+def alive_mask(statuses: Iterable[NodeStatus]) -> NDArray[np.bool_]:
+    """Nodes that may host operators: up, or only suspected.
+
+    >>> alive_mask([NodeStatus.UP, NodeStatus.SUSPECTED, NodeStatus.DOWN, NodeStatus.LOST])
+    array([ True,  True, False, False])
+    """
+    return np.array([s in (NodeStatus.UP, NodeStatus.SUSPECTED) for s in statuses], dtype=bool)
 
 
 @dataclass(frozen=True)
@@ -60,9 +70,7 @@ class Cluster:
 
     def alive(self) -> NDArray[np.bool_]:
         """Mask of nodes that may host operators (up or only suspected)."""
-        return np.array(
-            [nd.status in (NodeStatus.UP, NodeStatus.SUSPECTED) for nd in self.nodes], dtype=bool
-        )
+        return alive_mask(nd.status for nd in self.nodes)
 
     def with_status(self, index: int, status: NodeStatus) -> Cluster:
         """A copy with node ``index`` set to ``status``."""

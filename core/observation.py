@@ -13,9 +13,20 @@ from numpy.typing import NDArray
 
 from core.cluster import NodeStatus
 
-__all__ = ["Observation"]
+__all__ = ["Observation", "PipelineBatch"]
 
 Array = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class PipelineBatch:
+    """A micro-batch a steered pipeline completed: what the daemon exports of it."""
+
+    batch_id: int
+    duration_s: float
+    rows: int
+    partials_merged: int
+    started_at: float | None  # wall clock (s since the epoch), when the batch records it
 
 
 @dataclass(frozen=True)
@@ -36,6 +47,7 @@ class Observation:
         reports it so the controller adopts it instead of moving units again)
     key_counts : ``(keys, 2)`` rows per key in the latest sample (key, count), for hot-key
         routing; empty when the substrate does not see keys
+    batches : the micro-batches a steered pipeline completed (empty for the simulator)
     """
 
     time_s: float
@@ -51,6 +63,7 @@ class Observation:
     assignment: NDArray[np.int64] | None = (
         None  # the placement in effect, if the substrate changed it
     )
+    batches: tuple[PipelineBatch, ...] = ()
 
     @property
     def samples(self) -> int:

@@ -1,14 +1,16 @@
-"""The scenario file schema: cluster, streams, query network, faults, controller, expectations.
+"""The physical scenario: cluster, streams, query network, faults and simulator constants.
 
 Scenario files are YAML (or JSON) validated by these pydantic models (``extra="forbid"``,
-``schema_version: 1``). ``load_scenario`` turns any problem into a ``ScenarioError`` whose
-lines each name the dotted field path, the message and the offending value.
+``schema_version: 1``). ``load_model`` turns any problem into a ``ScenarioError`` whose lines
+each name the dotted field path, the message and the offending value. A file's ``controller:``
+and ``expect:`` blocks are the controller's (``controller.scenario.ScenarioFile``); the
+physical ``load_scenario`` leaves them out.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -17,7 +19,6 @@ from core.cluster import Cluster, Node
 from core.topology import OperatorSpec, QueryNetwork, TopologyError
 
 __all__ = [
-    "ControllerSpec",
     "FaultSpec",
     "KeySpec",
     "NodeSpec",
@@ -26,6 +27,7 @@ __all__ = [
     "Scenario",
     "ScenarioError",
     "StreamSpec",
+    "load_model",
     "load_scenario",
 ]
 
@@ -225,61 +227,6 @@ class FaultSpec(BaseModel):
         return self
 
 
-class PlacementSettings(BaseModel):
-    """Placement method and its hysteresis."""
-
-    model_config = _STRICT
-    method: str = "least-loaded"
-    initial: str | None = None
-    fixed: dict[str, str] = Field(default_factory=dict)
-    min_gain: float = Field(0.0, ge=0)
-    cooldown_rounds: int = Field(0, ge=0)
-    max_moves: int = Field(1000, ge=0)
-    ineffective_hold_rounds: int = Field(3, ge=0)
-    params: dict[str, float] = Field(default_factory=dict)
-
-
-class SheddingSettings(BaseModel):
-    """Shedding method and headroom (plan against headroom x capacity)."""
-
-    model_config = _STRICT
-    method: Literal["none", "lp", "fit", "uniform", "local"] = "none"
-    headroom: float = Field(0.95, gt=0, le=1)
-    plan_table: bool = False  # lp: answer from a rate-grid table of precomputed plans
-    plan_table_step: float = Field(0.1, gt=0, le=1)  # grid step, fraction of the recent max rate
-    window_drops: bool = False  # Spark: shed whole windows (exact subset) instead of tuples
-
-
-class HASettings(BaseModel):
-    """Availability policy."""
-
-    model_config = _STRICT
-    policy: Literal["none", "upstream", "passive", "active"] = "none"
-    checkpoint_interval: int = Field(10, ge=1)
-
-
-class ControllerSpec(BaseModel):
-    """Controller settings for a replay: interval in ticks (seconds), window k, policies."""
-
-    model_config = _STRICT
-    interval_s: float = Field(10.0, gt=0)
-    window_k: int = Field(10, ge=1)
-    placement: PlacementSettings = Field(default_factory=PlacementSettings)
-    shedding: SheddingSettings = Field(default_factory=SheddingSettings)
-    ha: HASettings = Field(default_factory=HASettings)
-    partitioner: str = "hash"
-
-
-class Expectations(BaseModel):
-    """Optional checks on a replay's summary."""
-
-    model_config = _STRICT
-    max_mean_latency_s: float | None = Field(None, gt=0)
-    max_p99_latency_s: float | None = Field(None, gt=0)
-    zero_lost_tuples: bool = False
-    max_dropped_fraction: float | None = Field(None, ge=0, le=1)
-
-
 class SimulatorSettings(BaseModel):
     """Simulator constants: migration cost model and HA overheads."""
 
@@ -311,20 +258,15 @@ class Scenario(BaseModel):
     streams: list[StreamSpec] = Field(min_length=1)
     operators: list[OperatorModel] = Field(min_length=1)
     faults: list[FaultSpec] = Field(default_factory=list)
-    controller: ControllerSpec = Field(default_factory=ControllerSpec)
     simulator: SimulatorSettings = Field(default_factory=SimulatorSettings)
-    expect: Expectations = Field(default_factory=Expectations)
     base_dir: str = Field(".", exclude=True)
+
+    OTHER_LAYERS: ClassVar[tuple[str, ...]] = ("controller", "expect")
+    """Blocks of a scenario file that belong to the controller (``controller.scenario``)."""
 
     @model_validator(mode="after")
     def _references(self) -> Scenario:
         nodes = {n.id for n in self.cluster.nodes}
-        ops = {o.id for o in self.operators}
-        for op, node in self.controller.placement.fixed.items():
-            if op not in ops:
-                raise ValueError(f"controller.placement.fixed: unknown operator {op!r}")
-            if node not in nodes:
-                raise ValueError(f"controller.placement.fixed.{op}: unknown node {node!r}")
         for i, f in enumerate(self.faults):
             if f.node not in nodes:
                 raise ValueError(f"faults.{i}.node: unknown node {f.node!r}")
@@ -388,7 +330,16 @@ def format_validation_error(err: ValidationError) -> list[str]:
 
 
 def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> Scenario:
-    """Read and validate a scenario file (YAML or JSON).
+    """The physical scenario of a scenario file; its controller blocks are left to the
+    controller (``controller.scenario.load_scenario`` reads the whole file)."""
+    return load_model(path, Scenario, overrides)
+
+
+M = TypeVar("M", bound=Scenario)
+
+
+def load_model(path: str | Path, model: type[M], overrides: dict[str, Any] | None = None) -> M:
+    """Read and validate a scenario file (YAML or JSON) as ``model``.
 
     Raises
     ------
@@ -407,7 +358,10 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> 
     for key, value in (overrides or {}).items():
         data[key] = value
     data["base_dir"] = str(p.parent)
+    for key in model.OTHER_LAYERS:
+        if key not in model.model_fields:
+            data.pop(key, None)
     try:
-        return Scenario.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as e:
         raise ScenarioError(str(p), format_validation_error(e)) from None

@@ -15,7 +15,9 @@ Following Hwang et al. (ICDE 2005) qualitatively:
   after detection it simply takes over; precise.
 
 Failover happens at detection (``detection_s`` after the fault), without waiting for the
-controller, which then adopts the substrate's placement. The replay and restore work goes to
+controller, which then adopts the substrate's placement. The model returns what a failure
+does (``Failover``: units moved, backlog kept or lost, recovery work) and the simulator
+applies it; the model never touches the simulator. The replay and restore work goes to
 the new hosts' recovery queues, served together with their normal work; a recovery ends when
 those queues have drained, and its time is measured from the fault.
 """
@@ -23,22 +25,22 @@ those queues have drained, and its time is measured from the fault.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
+from core.scenario import SimulatorSettings
 from ha.passive_standby import place_standbys
 from ha.recovery import replace_lost
 from placement.baselines import llf
 
-if TYPE_CHECKING:
-    from simulator.model import Simulator
-
-__all__ = ["GUARANTEES", "HAModel", "Recovery"]
+__all__ = ["GUARANTEES", "Failover", "HAModel", "Recovery"]
 
 GUARANTEES = {"none": "gap", "upstream": "precise", "passive": "precise", "active": "precise"}
 ACK_COST = 0.01  # upstream backup: buffering and acks, as a fraction of the work carried
+
+IntArray = NDArray[np.int64]
+Array = NDArray[np.float64]
 
 
 @dataclass
@@ -58,27 +60,45 @@ class Recovery:
         return None if self.done_s is None else self.done_s - self.fault_s
 
 
-class HAModel:
-    """Per-tick HA overhead and failure handling for one simulator."""
+@dataclass(frozen=True)
+class Failover:
+    """What a failover does to the simulator: ``units`` move to ``hosts``; the dead node's
+    queued tuples are kept (upstream copies) or lost with what reached it during detection
+    (``lose_in_flight``); ``replay`` is the recovery work added to each node's queue."""
 
-    def __init__(self, sim: Simulator, policy: str, checkpoint_interval: int) -> None:
-        self.sim = sim
+    node: int
+    units: IntArray
+    hosts: IntArray
+    keep_backlog: bool
+    lose_in_flight: bool
+    replay: Array
+
+
+class HAModel:
+    """Per-tick HA overhead and failure handling, as effects the simulator applies.
+
+    ``window_s`` and ``state_mb`` are per unit; the model keeps no reference to the simulator.
+    """
+
+    def __init__(
+        self,
+        policy: str,
+        checkpoint_interval: int,
+        constants: SimulatorSettings,
+        window_s: Array,
+        state_mb: Array,
+        tick_s: float,
+    ) -> None:
         self.policy = policy
         self.k = max(1, checkpoint_interval)
-        s = sim.scenario.simulator
-        self.detection_s = s.detection_s
-        self.ckpt_s_per_mb = s.checkpoint_s_per_mb
-        self.restore_s_per_mb = s.restore_s_per_mb
-        win = {o.id: (o.window.size_s if o.window else 0.0) for o in sim.scenario.operators}
-        self.window_s = np.array(
-            [win[sim.net.operators[i].id] for i in sim.units.op_index], dtype=float
-        )
-        self.state_mb = sim.units.state_bytes / 1e6
+        self.detection_s = constants.detection_s
+        self.ckpt_s_per_mb = constants.checkpoint_s_per_mb
+        self.restore_s_per_mb = constants.restore_s_per_mb
+        self.window_s, self.state_mb, self.tick_s = window_s, state_mb, tick_s
         self.overhead_work = 0.0
         self.useful_work = 0.0
         self.recoveries: list[Recovery] = []
         self.pending: list[Recovery] = []
-        self.lost = 0.0
         self.since_ckpt = 0
 
     def set_policy(self, policy: str, k: int) -> None:
@@ -86,81 +106,87 @@ class HAModel:
         self.policy, self.k = policy, max(1, k)
 
     # ------------------------------------------------------------ every tick
-    def overhead(self, uload: NDArray[np.float64]) -> NDArray[np.float64]:
+    def overhead(self, uload: Array, assign: IntArray, alive: NDArray[np.bool_]) -> Array:
         """Extra work (CPU-s) each node does this tick for availability."""
-        sim = self.sim
-        tick = sim.tick_s
-        work = uload * tick
+        n = alive.size
+        work = uload * self.tick_s
         self.useful_work += float(work.sum())
-        extra = np.zeros(sim.n)
+        extra = np.zeros(n)
         if self.policy == "upstream":
-            extra = np.bincount(sim.assign, weights=work * ACK_COST, minlength=sim.n)
+            extra = np.bincount(assign, weights=work * ACK_COST, minlength=n)
         elif self.policy == "passive":
             self.since_ckpt += 1
             if self.since_ckpt >= self.k:
                 self.since_ckpt = 0
                 extra = np.bincount(
-                    sim.assign, weights=self.state_mb * self.ckpt_s_per_mb + 0.0, minlength=sim.n
+                    assign, weights=self.state_mb * self.ckpt_s_per_mb + 0.0, minlength=n
                 )
-        elif self.policy == "active":
-            alive = sim.up_mask()
-            if alive.sum() >= 2:
-                rep = place_standbys(sim.assign, uload, sim.n, alive)
-                extra = np.bincount(rep, weights=work, minlength=sim.n) * alive
+        elif self.policy == "active" and alive.sum() >= 2:
+            rep = place_standbys(assign, uload, n, alive)
+            extra = np.bincount(rep, weights=work, minlength=n) * alive
         self.overhead_work += float(extra.sum())
         return extra
 
     # ---------------------------------------------------------------- faults
-    def on_kill(self, i: int) -> None:
-        """A node died: amnesia loses its queued tuples now; the others keep them upstream."""
-        sim = self.sim
-        if self.policy == "none":
-            sim._lose_backlog(i)
-        rec = Recovery(
-            node=i, fault_s=sim.t * sim.tick_s, detect_s=sim.t * sim.tick_s + self.detection_s
-        )
+    def on_kill(self, i: int, now: float) -> bool:
+        """Node i died at ``now``; True when its queued tuples are lost now (amnesia)."""
+        rec = Recovery(node=i, fault_s=now, detect_s=now + self.detection_s)
         self.pending.append(rec)
         self.recoveries.append(rec)
+        return self.policy == "none"
 
-    def detected(self, i: int) -> bool:
+    def detected(self, i: int, now: float) -> bool:
         """True once the failure of node i has been detected."""
         return not any(
-            r.node == i and r.done_s is None and sim_time(self.sim) < r.detect_s
-            for r in self.recoveries
+            r.node == i and r.done_s is None and now < r.detect_s for r in self.recoveries
         )
 
-    def step(self) -> None:
-        """Fail over detected failures; close recoveries whose work drained."""
-        sim = self.sim
-        now = sim_time(sim)
+    def step(
+        self,
+        now: float,
+        assign: IntArray,
+        alive: NDArray[np.bool_],
+        uload: Array,
+        capacity: Array,
+        recovery_q: Array,
+    ) -> list[Failover]:
+        """Fail over the failures detected by ``now`` and close the recoveries whose work has
+        drained; returns the failovers, in order, for the simulator to apply."""
+        assign, queue = assign.copy(), recovery_q.copy()  # as they will be after each failover
+        out: list[Failover] = []
         for rec in list(self.pending):
-            if not rec.hosts and now >= rec.detect_s:
-                self._failover(rec)
-            if rec.hosts and all(sim.recovery_q[h] <= 0.0 for h in rec.hosts):
+            if not rec.hosts and now >= rec.detect_s and alive.any():
+                f = self._failover(rec, assign, alive, uload, capacity)
+                out.append(f)
+                assign[f.units] = f.hosts
+                queue += f.replay
+                if not f.units.size:
+                    rec.done_s = now
+                    self.pending.remove(rec)
+                    continue
+            if rec.hosts and all(queue[h] <= 0.0 for h in rec.hosts):
                 rec.done_s = now
                 self.pending.remove(rec)
+        return out
 
-    def _failover(self, rec: Recovery) -> None:
-        sim = self.sim
-        i = rec.node
-        alive = sim.up_mask()
-        units = np.flatnonzero(sim.assign == i)
-        if not alive.any():
-            return
-        uload = sim.last_unit_load()
+    def _failover(
+        self,
+        rec: Recovery,
+        assign: IntArray,
+        alive: NDArray[np.bool_],
+        uload: Array,
+        capacity: Array,
+    ) -> Failover:
+        units = np.flatnonzero(assign == rec.node)
         if self.policy in ("passive", "active") and alive.sum() >= 2:
-            standby = place_standbys(sim.assign, uload, sim.n, alive)  # the designated standbys
-            new = sim.assign.copy()
-            new[units] = standby[units]
+            new = place_standbys(assign, uload, alive.size, alive)  # the designated standbys
         else:
-            new = replace_lost(sim.assign, alive, uload, sim.capacity, llf).assignment
-        if self.policy == "none":
-            self.lost += sim.lose_in_flight(i)  # input that reached the dead node during detection
-        replay = np.zeros(sim.n)
+            new = replace_lost(assign, alive, uload, capacity, llf).assignment
+        replay = np.zeros(alive.size)
         if self.policy == "upstream":
             np.add.at(replay, new[units], uload[units] * self.window_s[units])
         elif self.policy == "passive":
-            since = self.since_ckpt * sim.tick_s + self.detection_s
+            since = self.since_ckpt * self.tick_s + self.detection_s
             # stateless units need no replay; a window's state never needs more than the window
             stateful = (self.window_s[units] > 0) | (self.state_mb[units] > 0)
             span = np.where(
@@ -168,17 +194,20 @@ class HAModel:
             )
             work = stateful * (uload[units] * span + self.state_mb[units] * self.restore_s_per_mb)
             np.add.at(replay, new[units], work)
-        sim.failover(units, new[units], keep_backlog=self.policy != "none")
-        sim.recovery_q += replay
-        rec.hosts = sorted({int(h) for h in new[units]}) if units.size else []
+        rec.hosts = sorted({int(h) for h in new[units]})
         rec.replay_work_s = float(replay.sum())
-        if not units.size:
-            rec.done_s = sim_time(sim)
-            self.pending.remove(rec)
+        return Failover(
+            rec.node,
+            units,
+            new[units].astype(np.int64),
+            keep_backlog=self.policy != "none",
+            lose_in_flight=self.policy == "none",
+            replay=replay,
+        )
 
     # --------------------------------------------------------------- summary
     def summary(self) -> dict[str, float | str]:
-        """Runtime overhead, recovery times, losses and the guarantee."""
+        """Runtime overhead, recovery times and the guarantee."""
         times = [r.time_s for r in self.recoveries if r.time_s is not None]
         return {
             "ha_policy": self.policy,
@@ -189,8 +218,3 @@ class HAModel:
             "recoveries_unfinished": float(len(self.recoveries) - len(times)),
             "guarantee": GUARANTEES[self.policy],
         }
-
-
-def sim_time(sim: Simulator) -> float:
-    """The simulator's current time in seconds."""
-    return sim.t * sim.tick_s

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from core.cluster import NodeStatus
+from core.cluster import NodeStatus, alive_mask
 from core.observation import Observation
 from core.plans import Plan
 from core.scenario import FaultSpec, Scenario
@@ -57,7 +57,13 @@ class Simulator:
     seed : overrides ``scenario.seed`` for the workload randomness
     """
 
-    def __init__(self, scenario: Scenario, seed: int | None = None) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        seed: int | None = None,
+        ha_policy: str = "none",
+        checkpoint_interval: int = 10,
+    ) -> None:
         if seed is not None:
             scenario = scenario.model_copy(update={"seed": seed})
         self.scenario = scenario
@@ -88,8 +94,17 @@ class Simulator:
         self._fault_i = 0
         self._rebuild_coefficients()
         self._alloc_records()
-        ha = scenario.controller.ha
-        self.ha = HAModel(self, ha.policy, ha.checkpoint_interval)
+        win = {o.id: (o.window.size_s if o.window else 0.0) for o in scenario.operators}
+        window_s = np.array([win[self.net.operators[i].id] for i in self.units.op_index], float)
+        self.ha = HAModel(
+            ha_policy,
+            checkpoint_interval,
+            scenario.simulator,
+            window_s,
+            self.units.state_bytes / 1e6,
+            self.tick_s,
+        )
+        self.lost_in_failover = 0.0
         self.failover_moves = 0
         self._last_obs = 0
         self.plans: list[tuple[float, int, str]] = []
@@ -210,7 +225,7 @@ class Simulator:
             node_status=tuple(
                 NodeStatus.SUSPECTED
                 if s is not NodeStatus.UP
-                and not self.ha.detected(i)
+                and not self.ha.detected(i, b * self.tick_s)
                 and s is not NodeStatus.SUSPECTED
                 else s
                 for i, s in enumerate(self.status)
@@ -242,7 +257,8 @@ class Simulator:
         dur = None if f.duration_s is None else self.t + max(1, round(f.duration_s / self.tick_s))
         if f.kind in ("kill", "lose"):
             self.status[i] = NodeStatus.LOST if f.kind == "lose" else NodeStatus.DOWN
-            self.ha.on_kill(i)
+            if self.ha.on_kill(i, self.t * self.tick_s):
+                self._lose_backlog(i)
             if f.kind == "kill":
                 self._until[i] = (dur or self.t + round(30 / self.tick_s), "down")
         elif f.kind == "partition":
@@ -281,7 +297,7 @@ class Simulator:
         t = self.t
         self._lost_now = np.zeros(self.d)
         self._fire_faults()
-        self.ha.step()
+        self._fail_over()
         if (
             self._epoch + 1 < self._epoch_starts_tick.size
             and t >= self._epoch_starts_tick[self._epoch + 1]
@@ -290,10 +306,10 @@ class Simulator:
             self._rebuild_coefficients()
         arr = self.arrivals[t]
         adm = arr * self.input_keep
-        up = np.array([s in (NodeStatus.UP, NodeStatus.SUSPECTED) for s in self.status])
+        up = alive_mask(self.status)
         cap = self.capacity * self.tick_s / self.slow * up
         owed = (self.B + adm[None, :]) * self.involved
-        self.overhead += self.ha.overhead((self.ucoeff @ adm) / self.tick_s)
+        self.overhead += self.ha.overhead((self.ucoeff @ adm) / self.tick_s, self.assign, up)
         demand = (self.ncoeff * owed).sum(axis=1) + self.overhead + self.recovery_q
         frac = np.ones(self.n)
         np.divide(cap, demand, out=frac, where=demand > cap)
@@ -333,11 +349,19 @@ class Simulator:
     # ------------------------------------------------------------ HA hooks
     def up_mask(self) -> NDArray[np.bool_]:
         """Nodes able to host units now."""
-        return np.array([s in (NodeStatus.UP, NodeStatus.SUSPECTED) for s in self.status])
+        return alive_mask(self.status)
 
-    def last_unit_load(self) -> Array:
-        """Unit loads (cores) of the previous tick."""
-        return np.asarray(self.rec_unit_load[max(self.t - 1, 0)], dtype=float)
+    def _fail_over(self) -> None:
+        """Apply the HA model's failovers due now (``simulator.ha_model.Failover``)."""
+        uload = np.asarray(self.rec_unit_load[max(self.t - 1, 0)], dtype=float)
+        now = self.t * self.tick_s
+        for f in self.ha.step(
+            now, self.assign, self.up_mask(), uload, self.capacity, self.recovery_q
+        ):
+            if f.lose_in_flight:
+                self.lost_in_failover += self.lose_in_flight(f.node)
+            self.failover(f.units, f.hosts, f.keep_backlog)
+            self.recovery_q += f.replay
 
     def lose_in_flight(self, i: int) -> float:
         """Amnesia: what queued on the dead node during detection is lost."""
@@ -392,7 +416,7 @@ class Simulator:
             "weighted_out": float(self.rec_wout[:t].sum()),
             "migrations": float(self.migrations),
             "failover_moves": float(self.failover_moves),
-            "lost_in_failover": float(self.ha.lost),
+            "lost_in_failover": float(self.lost_in_failover),
             "state_bytes_moved": self.state_bytes_moved,
         }
 

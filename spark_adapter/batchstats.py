@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from core.cluster import NodeStatus
-from core.observation import Observation
+from core.observation import Observation, PipelineBatch
 
 __all__ = [
     "BatchStats",
@@ -162,4 +162,14 @@ def observation_from_batches(
         plan_version=plan_version,
         counters={"batches": float(len(batches))},
         key_counts=key_counts,
+        batches=tuple(
+            PipelineBatch(
+                b.batch_id,
+                b.duration_s,
+                int(b.rows.sum()),
+                int(b.info.get("partials_merged", 0)),
+                b.info.get("started_at"),
+            )
+            for b in batches
+        ),
     )

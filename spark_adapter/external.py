@@ -29,7 +29,6 @@ class ExternalSparkSubstrate:
         self.streams, self.n, self.tick_s = streams, partitions, tick_s
         self.mtimes: dict[Path, float] = {}
         self.version = self.plans.current_version() or 0
-        self.fresh: list[BatchStats] = []  # the batches the last observe read, in order
 
     def observe(self) -> Observation:
         """Batches written (or rewritten by a replay) since the previous call."""
@@ -39,7 +38,6 @@ class ExternalSparkSubstrate:
             if self.mtimes.get(f) != m:
                 self.mtimes[f] = m
                 fresh.append(read_batch_stats(f))
-        self.fresh = fresh
         return observation_from_batches(fresh, self.n, self.streams, self.tick_s, self.version)
 
     def apply(self, plan: Plan) -> None:

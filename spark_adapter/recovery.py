@@ -17,23 +17,21 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 from urllib.parse import urlparse
 
 import numpy as np
 import pandas as pd
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
 from ha.upstream_backup import UpstreamBackup
 from spark_adapter.actuator import PlanLog
+from spark_adapter.batchstats import BatchStats
 from spark_adapter.operators import ROW_COLUMNS, ROW_DDL
 from spark_adapter.source import INPUT_SCHEMA_DDL, InputLog
 
-if TYPE_CHECKING:
-    from spark_adapter.pipeline import SparkPipeline
-
-__all__ = ["Retention", "Segment", "SegmentIndex", "restore", "snapshot_state"]
+__all__ = ["Refolding", "Retention", "Segment", "SegmentIndex", "restore", "snapshot_state"]
 
 EventRange = tuple[int, int]
 
@@ -184,7 +182,22 @@ def snapshot_state(state: DataFrame, root: Path, batch_id: int, log: PlanLog) ->
     return str(path)
 
 
-def restore(pipe: SparkPipeline) -> int:
+class Refolding(Protocol):
+    """What ``restore`` needs of a pipeline (``pipeline.SparkPipeline``)."""
+
+    spark: SparkSession
+    index: SegmentIndex
+    log: PlanLog
+    input: InputLog
+    states: dict[int, DataFrame]
+    max_ts: float
+
+    def process(self, df: DataFrame, batch_id: int, refold: bool = False) -> BatchStats:
+        """Run (here: refold) one batch."""
+        ...
+
+
+def restore(pipe: Refolding) -> int:
     """Bring ``pipe``'s state up to the last committed batch: load the newest snapshot (when it
     is newer than what this driver has) and refold the committed batches after it.
 

@@ -117,6 +117,7 @@ def run_driver(
     result_file: str | Path | None = None,
     mtbf_s: float | None = None,
     trigger_s: float | None = None,
+    window_drops: bool = False,
 ) -> dict[str, Any]:
     """Run a pipeline driver as ``primary`` or warm ``standby`` over ``workdir``'s input log.
 
@@ -152,7 +153,7 @@ def run_driver(
         snapshot_mtbf_s=mtbf_s,  # Young/Daly from the measured snapshot cost, starting at k
         snapshot_max_every=max(50, snapshot_every),
         retention="passive",
-        window_drops=sc.controller.shedding.window_drops,
+        window_drops=window_drops,
     )
     pipe = SparkPipeline(spark, compile_query(sc), work, opts)
     epoch: int | None = None

@@ -14,7 +14,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from core.scenario import Scenario, ScenarioError, load_scenario
+from controller.scenario import ScenarioFile, load_scenario
+from core.scenario import ScenarioError
 
 __all__ = ["SPARK_KEYS", "SUMMARY_KEYS", "app", "err", "fail", "load", "names", "progress", "table"]
 
@@ -52,7 +53,7 @@ def fail(msg: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
-def load(path: Path) -> Scenario:
+def load(path: Path) -> ScenarioFile:
     """A scenario, or exit 2 naming the file and its problems."""
     try:
         return load_scenario(path)

@@ -68,7 +68,7 @@ def shed_cmd(
 
     Example: trimtab shed scenarios/seed-shedding-2node.yaml --method lp,uniform,local
     """
-    from controller.shedding import shed_at
+    from controller.compare import shed_at
 
     sc = load(scenario)
     try:

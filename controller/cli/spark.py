@@ -60,6 +60,7 @@ def pipeline_run(
     """
     from spark_adapter.standby import run_driver
 
+    sc = load(scenario)
     try:
         out = run_driver(
             workdir,
@@ -73,6 +74,7 @@ def pipeline_run(
             result_file=result,
             mtbf_s=mtbf_s,
             trigger_s=trigger_s,
+            window_drops=sc.controller.shedding.window_drops,
         )
     except (ValueError, RuntimeError) as e:
         fail(str(e), 1)

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from controller.scenario import load_scenario
 from controller.testing import alternating_plan
-from core.scenario import load_scenario
 from spark_adapter.faults import (
     ExecutorMonitor,
     executor_pids,
@@ -155,8 +155,9 @@ def main(mode: str, workdir: str) -> None:
     loop = None
     if mode == "lose":  # the controller in the loop: it must re-place the lost partition's groups
         from controller.loop import ControlLoop
-        from controller.policy import PLACEMENTS, ControlPolicy
-        from controller.spark_replay import spark_context
+        from controller.placements import PLACEMENTS
+        from controller.policy import ControlPolicy
+        from controller.wiring import spark_context
         from spark_adapter.substrate import SparkSubstrate
 
         ctx = spark_context(sc, q, 2, 0.15)

@@ -27,6 +27,7 @@ EXE = str(Path(sys.executable).parent / "trimtab")
 def settings(tmp: Path, **over):  # type: ignore[no-untyped-def]
     base = {
         "control": {"interval_s": 0.05, "window_samples": 5},
+        "placement": {"method": "correlation-oneway"},
         "substrate": {
             "kind": "sim",
             "scenario": str(SCENARIOS / "anticorrelated-diurnal.yaml"),
@@ -172,10 +173,10 @@ def test_hysteresis_prevents_ping_pong(tmp_path: Path) -> None:
     from controller.loop import ControlLoop
     from controller.placements import Correlation
     from controller.policy import ControlPolicy
-    from controller.replay import make_context
+    from controller.scenario import load_scenario
+    from controller.wiring import make_context
     from core.cluster import NodeStatus
     from core.observation import Observation
-    from core.scenario import load_scenario
 
     sc = load_scenario(SCENARIOS / "anticorrelated-diurnal.yaml")
     ctl = sc.controller.model_copy(
@@ -230,6 +231,7 @@ def test_daemon_process_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
         yaml.safe_dump(
             {
                 "control": {"interval_s": 0.2},
+                "placement": {"method": "correlation-oneway"},
                 "substrate": {
                     "kind": "sim",
                     "scenario": str(SCENARIOS / "anticorrelated-diurnal.yaml"),

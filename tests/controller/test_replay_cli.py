@@ -105,8 +105,9 @@ def test_replay_shedding_flag() -> None:
 
 
 def test_initial_method_then_pairwise_rounds() -> None:
-    from controller.replay import make_policy, replay_sim
-    from core.scenario import load_scenario
+    from controller.replay import replay_sim
+    from controller.scenario import load_scenario
+    from controller.wiring import make_policy
     from placement.rod import rod
     from placement.rod_search import improve_feasible_set
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import yaml
 
-from core.scenario import ScenarioError, load_scenario
+from controller.scenario import load_scenario
+from core.scenario import ScenarioError
 from core.workload import key_epochs, key_group_shares, rates, sample_keys
 from tests.conftest import ROOT, SCENARIOS
 

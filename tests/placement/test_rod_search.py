@@ -3,8 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from controller.compare import make_context
-from core.scenario import load_scenario
+from controller.scenario import load_scenario
+from controller.wiring import make_context
 from placement.feasible import feasible_set_ratio
 from placement.rod import rod
 from placement.rod_search import improve_feasible_set

@@ -127,7 +127,7 @@ def test_compare_shedding_cli_json() -> None:
 
 def test_replay_with_plan_table_stays_close_to_the_lp() -> None:
     from controller.replay import replay_sim
-    from core.scenario import load_scenario
+    from controller.scenario import load_scenario
 
     sc = load_scenario(SCENARIOS / "overload-ramp.yaml")
     ctl = sc.controller

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from controller.compare import compare_ha
-from core.scenario import load_scenario
+from controller.scenario import load_scenario
 from tests.conftest import ROOT, SCENARIOS
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from controller.scenario import load_scenario
 from core.plans import Placement, Plan, ShedPlan
-from core.scenario import load_scenario
 from simulator import Simulator
 from tests.conftest import SCENARIOS
 

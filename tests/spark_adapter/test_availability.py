@@ -5,9 +5,9 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+from controller.scenario import load_scenario
 from controller.testing import alternating_plan, assert_matches_reference
 from core.plans import Plan
-from core.scenario import load_scenario
 from ha.passive_standby import young_daly_batches
 from spark_adapter.operators import compile_query
 from spark_adapter.pipeline import PipelineOptions, SparkPipeline

@@ -18,8 +18,8 @@ import pandas as pd
 import psutil
 import pytest
 
+from controller.scenario import load_scenario
 from controller.testing import alternating_plan, assert_matches_reference
-from core.scenario import load_scenario
 from spark_adapter.actuator import PlanStore
 from spark_adapter.operators import compile_query, reference_output
 from spark_adapter.source import InputLog

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from controller.scenario import load_scenario
 from core.hashing import stable_mod
-from core.scenario import load_scenario
 from spark_adapter.operators import (
     ROW_COLUMNS,
     compile_query,

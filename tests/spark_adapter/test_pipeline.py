@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
+from controller.scenario import load_scenario
 from controller.testing import assert_matches_reference, key_group_plan
 from core.hashing import stable_hash, stable_mod
 from core.plans import Plan, RoutingConfig
-from core.scenario import load_scenario
 from shedding.drops import keep_mask
 from spark_adapter import batch_compiler as bc
 from spark_adapter import batch_executor as steps
@@ -371,13 +371,13 @@ def test_merge_cost_is_spent_per_partial() -> None:
 def test_window_drops_shed_whole_windows_and_keep_the_rest_exact(
     spark, tmp_path: Path, window: tuple[float, float]
 ) -> None:  # type: ignore[no-untyped-def]
-    from core.scenario import Scenario
+    from controller.scenario import ScenarioFile
     from spark_adapter.operators import reference_output
 
     d = load_scenario(SCENARIOS / "seed-groupby-window.yaml").model_dump()
     top = next(o for o in d["operators"] if o.get("window"))
     top["window"] = {"size_s": window[0], "slide_s": window[1]}
-    sc = Scenario.model_validate(d)
+    sc = ScenarioFile.model_validate(d)
     q = compile_query(sc)
     pipe = SparkPipeline(spark, q, tmp_path, PipelineOptions(2, window_drops=True))
     pipe.input.generate(sc, 16, scale=0.05)

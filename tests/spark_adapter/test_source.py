@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from core.scenario import load_scenario
+from controller.scenario import load_scenario
 from spark_adapter.source import InputLog
 from tests.conftest import SCENARIOS
 

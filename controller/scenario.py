@@ -1,0 +1,56 @@
+"""A scenario file as the controller reads it: the physical scenario (``core.scenario``: cluster,
+streams, query network, faults, simulator constants) plus the ``controller:`` block (one
+``ControllerSettings``) and the ``expect:`` block (checks on a replay's summary).
+
+``load_scenario`` validates the whole file; every problem names its dotted field and value.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from controller.settings import ControllerSettings
+from core.scenario import Scenario, load_model
+
+__all__ = ["Expectations", "ScenarioFile", "load_scenario"]
+
+
+class Expectations(BaseModel):
+    """Optional checks on a replay's summary."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    max_mean_latency_s: float | None = Field(None, gt=0)
+    max_p99_latency_s: float | None = Field(None, gt=0)
+    zero_lost_tuples: bool = False
+    max_dropped_fraction: float | None = Field(None, ge=0, le=1)
+
+
+class ScenarioFile(Scenario):
+    """A replayable scenario with the controller's settings and the run's expectations."""
+
+    controller: ControllerSettings = Field(default_factory=ControllerSettings)
+    expect: Expectations = Field(default_factory=Expectations)
+
+    @model_validator(mode="after")
+    def _fixed_references(self) -> ScenarioFile:
+        nodes = {n.id for n in self.cluster.nodes}
+        ops = {o.id for o in self.operators}
+        for op, node in self.controller.placement.fixed.items():
+            if op not in ops:
+                raise ValueError(f"controller.placement.fixed: unknown operator {op!r}")
+            if node not in nodes:
+                raise ValueError(f"controller.placement.fixed.{op}: unknown node {node!r}")
+        return self
+
+    def with_controller(self, **changes: Any) -> ScenarioFile:
+        """A copy whose controller settings have ``changes`` (nested models as models)."""
+        return self.model_copy(update={"controller": self.controller.model_copy(update=changes)})
+
+
+def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> ScenarioFile:
+    """Read and validate a scenario file (YAML or JSON); raises ``core.scenario.ScenarioError``
+    with one line per problem."""
+    return load_model(path, ScenarioFile, overrides)

@@ -1,0 +1,142 @@
+"""The controller's settings: one model, one set of defaults, for every way trimtab runs.
+
+A scenario's ``controller:`` block is a ``ControllerSettings``; the daemon's config file holds
+the same ``placement``, ``shedding`` and ``availability`` models at its top level (and the
+round interval and window in ``control``). When the daemon steers a scenario, a field set in
+its config wins and every other field keeps the scenario's value (``overlay``).
+
+The defaults are conservative: least-loaded placement, no shedding, no availability policy.
+Dropping input and paying for checkpoints are a user's choice, never a surprise.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "ControllerSettings",
+    "HASettings",
+    "PlacementSettings",
+    "SheddingSettings",
+    "overlay",
+]
+
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+CORRELATION_SHORTHANDS = ("pair_threshold", "load_threshold")
+
+
+class PlacementSettings(BaseModel):
+    """Placement method and its anti-flapping settings."""
+
+    model_config = _STRICT
+    method: str = Field("least-loaded", description="placement method (trimtab place --help)")
+    initial: str | None = Field(None, description="another method for the initial plan only")
+    fixed: dict[str, str] = Field(default_factory=dict, description="operator -> node pins")
+    min_gain: float = Field(
+        0.0, ge=0, description="minimum expected drop of mean node-load variance"
+    )
+    cooldown_rounds: int = Field(0, ge=0, description="rounds without moves after a change")
+    max_moves: int = Field(1000, ge=0, description="most units moved in one round")
+    ineffective_hold_rounds: int = Field(
+        3, ge=0, description="rounds a unit whose move did not help stays put"
+    )
+    params: dict[str, float] = Field(
+        default_factory=dict, description="the method's parameters, e.g. pair_threshold"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthands(cls, data: Any) -> Any:
+        """``pair_threshold`` and ``load_threshold`` may be given beside the method: they are
+        the correlation methods' parameters and go to ``params``."""
+        if isinstance(data, dict) and any(k in data for k in CORRELATION_SHORTHANDS):
+            data = dict(data)
+            params = dict(data.get("params") or {})
+            for k in CORRELATION_SHORTHANDS:
+                if k in data:
+                    params[k] = data.pop(k)
+            data["params"] = params
+        return data
+
+    @model_validator(mode="after")
+    def _ranges(self) -> PlacementSettings:
+        pt = self.params.get("pair_threshold")
+        if pt is not None and not 0 < pt <= 1:
+            raise ValueError(f"placement.pair_threshold: must lie in (0, 1] (got {pt})")
+        lt = self.params.get("load_threshold")
+        if lt is not None and not 0 <= lt <= 1:
+            raise ValueError(f"placement.load_threshold: must lie in [0, 1] (got {lt})")
+        return self
+
+
+class SheddingSettings(BaseModel):
+    """Load shedding: the method and the headroom it plans against."""
+
+    model_config = _STRICT
+    method: Literal["none", "lp", "fit", "uniform", "local"] = "none"
+    headroom: float = Field(0.95, gt=0, le=1, description="plan against headroom x capacity")
+    plan_table: bool = Field(
+        False, description="lp: answer from a rate-grid table of plans solved ahead (LRU 4096)"
+    )
+    plan_table_step: float = Field(
+        0.1, gt=0, le=1, description="plan-table grid step, as a fraction of the recent max rate"
+    )
+    window_drops: bool = Field(
+        False, description="Spark: shed whole windows (an exact subset) instead of tuples"
+    )
+
+
+class HASettings(BaseModel):
+    """Availability policy, its checkpoint interval and failure detection."""
+
+    model_config = _STRICT
+    policy: Literal["none", "upstream", "passive", "active"] = "none"
+    checkpoint_interval: int = Field(10, ge=1, description="batches or ticks per checkpoint")
+    heartbeat_timeout_s: float = Field(5.0, gt=0, description="silence before a node is suspected")
+    failure_timeout_s: float = Field(
+        15.0, gt=0, description="silence before a node is declared failed"
+    )
+
+    @model_validator(mode="after")
+    def _order(self) -> HASettings:
+        if self.failure_timeout_s < self.heartbeat_timeout_s:
+            raise ValueError(
+                f"failure_timeout_s: {self.failure_timeout_s} is below heartbeat_timeout_s "
+                f"{self.heartbeat_timeout_s}"
+            )
+        return self
+
+
+class ControllerSettings(BaseModel):
+    """Everything the controller decides with: round interval, load window, policies."""
+
+    model_config = _STRICT
+    interval_s: float = Field(10.0, gt=0, le=3600, description="seconds between control rounds")
+    window_k: int = Field(10, ge=1, le=1000, description="load samples per window")
+    partitioner: str = Field("hash", description="hot-key partitioner of a keyed stage")
+    placement: PlacementSettings = Field(default_factory=PlacementSettings)
+    shedding: SheddingSettings = Field(default_factory=SheddingSettings)
+    ha: HASettings = Field(default_factory=HASettings)
+
+
+def overlay(base: BaseModel, top: BaseModel) -> Any:
+    """``base`` with every field that ``top`` sets explicitly (recursively for nested models).
+
+    >>> a = PlacementSettings(method="rod", max_moves=5)
+    >>> b = PlacementSettings(max_moves=7)
+    >>> c = overlay(a, b)
+    >>> (c.method, c.max_moves)
+    ('rod', 7)
+    """
+    update: dict[str, Any] = {}
+    for name in top.model_fields_set:
+        value = getattr(top, name)
+        current = getattr(base, name)
+        if isinstance(value, BaseModel) and isinstance(current, BaseModel):
+            value = overlay(current, value)
+        elif isinstance(value, dict) and isinstance(current, dict):
+            value = {**current, **value}  # e.g. a method's params: the named ones change
+        update[name] = value
+    return base.model_copy(update=update)

@@ -1,0 +1,117 @@
+"""The one place that builds what a run needs: the controller's context, its policy, the
+simulator and the daemon's substrate. Replays (simulator and Spark) and the daemon all wire
+through here, so a scenario means the same controller everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from controller.config import Settings
+from controller.loop import Substrate
+from controller.placements import PLACEMENTS, placement_method
+from controller.policy import Context, ControlPolicy
+from controller.routing import RoutingPolicy
+from controller.scenario import ScenarioFile, load_scenario
+from core.cluster import Cluster, Node
+from core.topology import OperatorSpec, QueryNetwork
+from core.workload import rates
+from simulator import Simulator
+from simulator.looping import LoopingSimulator
+
+__all__ = [
+    "make_context",
+    "make_daemon_wiring",
+    "make_policy",
+    "make_simulator",
+    "spark_context",
+]
+
+
+def make_context(scenario: ScenarioFile) -> Context:
+    """The controller's static context for a scenario on the simulator."""
+    net = scenario.network()
+    expected = rates(scenario).mean(axis=0) / scenario.tick_s
+    return Context(
+        network=net,
+        units=net.units(),
+        cluster=scenario.cluster_model(),
+        expected_rates=expected,
+        settings=scenario.controller,
+        seed=scenario.seed,
+    )
+
+
+def spark_context(scenario: ScenarioFile, query: Any, partitions: int, scale: float) -> Context:
+    """The controller's view of a Spark pipeline: key groups of the keyed stage on partitions."""
+    streams = list(query.sides)
+    op = OperatorSpec(
+        query.op_id, "aggregate", tuple(streams), max(query.cost_us.values()), 1.0, query.key_groups
+    )
+    net = QueryNetwork(tuple(streams), (op,))
+    idx = [s.id for s in scenario.streams]
+    expected = (
+        rates(scenario).mean(axis=0)[[idx.index(s) for s in streams]] / scenario.tick_s * scale
+    )
+    cluster = Cluster(tuple(Node(f"p{i}", 1.0, 1.0) for i in range(partitions)))
+    return Context(net, net.units(), cluster, expected, scenario.controller, scenario.seed)
+
+
+def make_policy(
+    scenario: ScenarioFile,
+    placement: str | None = None,
+    ctx: Context | None = None,
+    routing: RoutingPolicy | None = None,
+    in_blackout: Callable[[], bool] | None = None,
+) -> ControlPolicy:
+    """The control policy the scenario's settings name (``placement`` overrides the method).
+
+    ``controller.placement.initial`` names a different method for the initial plan (e.g. ROD
+    at deployment, correlation rounds afterwards); a correlation method then skips its own
+    global step.
+    """
+    s = scenario.controller.placement
+    method = placement_method(placement or s.method, s.params, "placement")
+    initial = None
+    if s.initial:
+        initial = placement_method(s.initial, s.params, "controller.placement.initial")
+        if hasattr(method, "global_done"):
+            method.global_done = True
+    return ControlPolicy(
+        ctx or make_context(scenario), method, initial, routing=routing, in_blackout=in_blackout
+    )
+
+
+def make_simulator(scenario: ScenarioFile, seed: int | None = None) -> Simulator:
+    """The simulator of a scenario, carrying out its availability policy."""
+    ha = scenario.controller.ha
+    return Simulator(scenario, seed, ha.policy, ha.checkpoint_interval)
+
+
+def make_daemon_wiring(
+    settings: Settings, in_blackout: Callable[[], bool] | None = None
+) -> tuple[Substrate, ControlPolicy]:
+    """The daemon's substrate and policy: the configured scenario on a looping simulator, or
+    an external Spark pipeline's working directory, steered with the config's settings over
+    the scenario's."""
+    sub = settings.substrate
+    sc = load_scenario(sub.scenario)
+    own_interval_s = sc.controller.interval_s  # simulated seconds per round: the scenario's
+    sc = sc.model_copy(update={"controller": settings.controller_settings(sc.controller)})
+    if settings.placement.method not in PLACEMENTS:  # named in the config: blame the config
+        placement_method(settings.placement.method, {}, "placement.method")
+    if sub.kind == "sim":
+        ticks = sub.ticks_per_round or max(1, round(own_interval_s / sc.tick_s))
+        looping = LoopingSimulator(lambda: make_simulator(sc), ticks)
+        return looping, make_policy(sc, in_blackout=in_blackout)
+    from spark_adapter.external import ExternalSparkSubstrate
+    from spark_adapter.operators import compile_query
+
+    if not sub.workdir:
+        raise ValueError("substrate.workdir: spark-external needs the pipeline's working directory")
+    q = compile_query(sc)
+    ext = ExternalSparkSubstrate(sub.workdir, list(q.sides), sub.partitions, sc.tick_s)
+    ctx = spark_context(sc, q, sub.partitions, 1.0)
+    routing = RoutingPolicy(sc.controller.partitioner, q.op_id, q.key_groups, sub.partitions)
+    return ext, make_policy(sc, ctx=ctx, routing=routing, in_blackout=in_blackout)
