@@ -96,7 +96,7 @@ class ControlLoop:
             DecisionRecord(
                 round=self.round,
                 time_s=obs.time_s,
-                kind=decision.kind,
+                kind=str(decision.kind),
                 reason=decision.reason,
                 plan_version=version,
                 applied=applied,

@@ -16,12 +16,14 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from controller.gates import DecisionKind, Gates, HoldList
 from controller.settings import ControllerSettings
 from core import loadstats
 from core.cluster import Cluster, alive_mask
 from core.observation import Observation
 from core.plans import HAPlan, Placement, Plan
 from core.topology import QueryNetwork, Units
+from ha.recovery import replace_lost
 from placement.baselines import llf
 
 __all__ = [
@@ -87,21 +89,6 @@ class Decision:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-def evacuate(
-    assign: IntArray, alive: NDArray[np.bool_], load: Array, capacity: Array
-) -> tuple[IntArray, int]:
-    """Move every unit off dead nodes onto the least-loaded live nodes (heaviest first)."""
-    dead_units = np.flatnonzero(~alive[assign])
-    if dead_units.size == 0 or not alive.any():
-        return assign, 0
-    out = assign.copy()
-    keep = np.ones(assign.size, dtype=bool)
-    keep[dead_units] = False
-    base = np.bincount(assign[keep], weights=load[keep], minlength=capacity.size)
-    out[dead_units] = llf(load[dead_units], capacity, alive, base)
-    return out, int(dead_units.size)
-
-
 class ControlPolicy:
     """Placement with hysteresis plus failure evacuation; shedding and HA plug in later."""
 
@@ -120,8 +107,8 @@ class ControlPolicy:
         self.in_blackout = in_blackout or (lambda: False)
         self.rounds = 0
         self.last_change_round = -(10**9)
-        self.hold_until: dict[int, int] = {}  # unit -> round until which it stays put
-        self.pending: dict[str, Any] | None = None  # the last move, judged next round
+        self.gates = Gates(ctx.settings.placement, in_blackout)
+        self.holds = HoldList(ctx.settings.placement.ineffective_hold_rounds)
         self.plan_table: Any = None  # a shedding.plan_table.PlanTable when enabled
 
     def initial_plan(self) -> Plan:
@@ -173,7 +160,7 @@ class ControlPolicy:
             new = base.next(shed=sd.shed, reason=sd.reason)
         else:
             new = d.plan.model_copy(update={"shed": sd.shed})
-        kind = "shed" if d.plan is None else d.kind + "+shed"
+        kind = DecisionKind.SHED if d.plan is None else f"{d.kind}+{DecisionKind.SHED}"
         return Decision(new, kind, (d.reason + "; " if d.plan else "") + sd.reason, details)
 
     def _route(self, d: Decision, plan: Plan, obs: Observation) -> Decision:
@@ -186,10 +173,10 @@ class ControlPolicy:
         if new is None:
             return Decision(d.plan, d.kind, d.reason + "; " + why, details)
         if d.plan is None:
-            return Decision(base.next(routing=new, reason=why), "reroute", why, details)
+            return Decision(base.next(routing=new, reason=why), DecisionKind.REROUTE, why, details)
         return Decision(
             d.plan.model_copy(update={"routing": new}),
-            d.kind + "+reroute",
+            f"{d.kind}+{DecisionKind.REROUTE}",
             d.reason + "; " + why,
             details,
         )
@@ -197,14 +184,49 @@ class ControlPolicy:
     def _decide_placement(
         self, unit_x: Array, node_x: Array, plan: Plan, obs: Observation
     ) -> Decision:
-        """One placement round over the window ``unit_x`` (m, k) and ``node_x`` (n, k)."""
+        """One placement round over the window ``unit_x`` (m, k) and ``node_x`` (n, k): adopt
+        a failover, evacuate dead nodes, or run the method's round through the gates."""
         self.rounds += 1
-        s = self.ctx.settings.placement
-        alive = alive_mask(obs.node_status)
         assign = plan.placement.as_array()
-        cap = self.ctx.cluster.capacities()
-        load = loadstats.means(unit_x) if unit_x.shape[1] else self.ctx.expected_unit_load()
-        before = _node_stats(unit_x, assign, cap.size)
+        before = _node_stats(unit_x, assign, self.ctx.cluster.n)
+        recovered = self._recover(plan, assign, unit_x, obs, before)
+        if recovered is not None:
+            return recovered
+        self.holds.judge(before["node_variance_mean"], self.rounds)
+        why = self.gates.before_round(unit_x.shape[1], self.rounds - self.last_change_round)
+        if why is not None:
+            return Decision(None, DecisionKind.HOLD, why, before)
+        res = self.placement.rebalance(self.ctx, unit_x, assign, alive_mask(obs.node_status))
+        new = res.assignment.copy()
+        held = self.holds.filter(new, assign, self.rounds)
+        moved = np.flatnonzero(new != assign)
+        if moved.size == 0:
+            why = res.reason + (
+                f"; {len(held)} move(s) blocked as recently ineffective" if held else ""
+            )
+            details = {**before, **res.details, "blocked": held}
+            return Decision(None, DecisionKind.HOLD, why, details)
+        after = _node_stats(unit_x, new, self.ctx.cluster.n)
+        gain = before["node_variance_mean"] - after["node_variance_mean"]
+        why = self.gates.on_proposal(int(moved.size), gain)
+        if why is not None:
+            return Decision(None, DecisionKind.HOLD, why, {**before, "after": after, **res.details})
+        self.last_change_round = self.rounds
+        self.holds.moved(moved.tolist(), before["node_variance_mean"])
+        numbers = {"moved": int(moved.size), "before": before, "after": after}
+        details = {**numbers, "expected_gain": gain, **res.details}
+        return self._emit(plan, new, DecisionKind.PLACE, res.reason, details)
+
+    def _recover(
+        self,
+        plan: Plan,
+        assign: IntArray,
+        unit_x: Array,
+        obs: Observation,
+        before: dict[str, float],
+    ) -> Decision | None:
+        """Adopt the substrate's own failover, or move units off dead nodes; None when no
+        unit sits on a dead node."""
         if (
             obs.assignment is not None
             and obs.assignment.shape == assign.shape
@@ -212,93 +234,28 @@ class ControlPolicy:
         ):
             moved = int(np.count_nonzero(obs.assignment != assign))
             self.last_change_round = self.rounds
+            why = (
+                f"adopted the substrate's failover of {moved} units ({self.ctx.settings.ha.policy})"
+            )
+            details = {"moved": 0, "failed_over": moved, **before}
             return self._emit(
-                plan,
-                obs.assignment.astype(np.int64),
-                "recover",
-                f"adopted the substrate's failover of {moved} units ({self.ctx.settings.ha.policy})",
-                {"moved": 0, "failed_over": moved, **before},
+                plan, obs.assignment.astype(np.int64), DecisionKind.RECOVER, why, details
             )
-        evac, n_evac = evacuate(assign, alive, load, cap)
-        if n_evac:
-            self.last_change_round = self.rounds
-            return self._emit(
-                plan,
-                evac,
-                "recover",
-                f"re-placed {n_evac} units off failed nodes",
-                {"moved": n_evac, **before},
-            )
-        self._judge_last_move(before)
-        if unit_x.shape[1] < 3:
-            return Decision(None, "hold", "warm-up: fewer than 3 samples", before)
-        if self.rounds - self.last_change_round <= s.cooldown_rounds:
-            return Decision(None, "hold", "cooldown after the last change", before)
-        if self.in_blackout():
-            return Decision(None, "hold", "blackout window: no changes", before)
-        res = self.placement.rebalance(self.ctx, unit_x, assign, alive)
-        new = res.assignment.copy()
-        held = [
-            u
-            for u, until in self.hold_until.items()
-            if until >= self.rounds and new[u] != assign[u]
-        ]
-        new[held] = assign[held]  # ineffective movers stay put for a while
-        moved = np.flatnonzero(new != assign)
-        if moved.size == 0:
-            why = res.reason + (
-                f"; {len(held)} move(s) blocked as recently ineffective" if held else ""
-            )
-            return Decision(None, "hold", why, {**before, **res.details, "blocked": held})
-        if moved.size > s.max_moves:
-            return Decision(
-                None,
-                "hold",
-                f"{moved.size} moves exceed max_moves={s.max_moves}",
-                {**before, **res.details},
-            )
-        after = _node_stats(unit_x, new, cap.size)
-        gain = before["node_variance_mean"] - after["node_variance_mean"]
-        if gain < s.min_gain:
-            return Decision(
-                None,
-                "hold",
-                f"expected gain {gain:.3g} below min_gain {s.min_gain}",
-                {**before, "after": after, **res.details},
-            )
+        load = loadstats.means(unit_x) if unit_x.shape[1] else self.ctx.expected_unit_load()
+        cap = self.ctx.cluster.capacities()
+        alive = alive_mask(obs.node_status)
+        r = replace_lost(assign, alive, load, cap, llf)
+        if r.moved.size == 0 or not alive.any():
+            return None
         self.last_change_round = self.rounds
-        self.pending = {
-            "units": moved.tolist(),
-            "before": before["node_variance_mean"],
-            "round": self.rounds,
-        }
-        return self._emit(
-            plan,
-            new,
-            "place",
-            res.reason,
-            {
-                "moved": int(moved.size),
-                "before": before,
-                "after": after,
-                "expected_gain": gain,
-                **res.details,
-            },
-        )
-
-    def _judge_last_move(self, now: dict[str, float]) -> None:
-        """A move whose target (mean node-load variance) did not fall is not repeated for a while."""
-        p, self.pending = self.pending, None
-        hold = getattr(self.ctx.settings.placement, "ineffective_hold_rounds", 0)
-        if p is None or hold <= 0:
-            return
-        if now["node_variance_mean"] >= p["before"] - 1e-12:
-            for u in p["units"]:
-                self.hold_until[int(u)] = self.rounds + hold
+        why = f"re-placed {r.moved.size} units off failed nodes"
+        details = {"moved": int(r.moved.size), **before}
+        return self._emit(plan, r.assignment, DecisionKind.RECOVER, why, details)
 
     def _emit(
         self, plan: Plan, assign: IntArray, kind: str, reason: str, details: dict[str, Any]
     ) -> Decision:
+        """A decision that publishes ``assign`` as the next plan's placement."""
         pl = Placement.from_array(self.ctx.units.ids, self.ctx.cluster.ids, assign)
         return Decision(plan.next(placement=pl, reason=reason), kind, reason, details)
 

@@ -1,0 +1,115 @@
+"""The hysteresis around a placement round: when the controller holds instead of moving.
+
+``Gates`` answers with the reason to hold, or None to go on:
+
+* before the round: warm-up (fewer samples than ``warmup_samples``), cooldown (fewer than
+  ``cooldown_rounds`` rounds since the last change), a blackout window;
+* on a proposal: more moves than ``max_moves``, or an expected drop of the mean node-load
+  variance below ``min_gain``.
+
+``HoldList`` keeps units whose last move did not lower the mean node-load variance where they
+are for ``ineffective_hold_rounds`` rounds (against flapping).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import StrEnum
+
+import numpy as np
+from numpy.typing import NDArray
+
+from controller.settings import PlacementSettings
+
+__all__ = ["DecisionKind", "Gates", "HoldList"]
+
+WARMUP_SAMPLES = 3  # a variance and a correlation need a few samples
+
+
+class DecisionKind(StrEnum):
+    """What a control round did; combined kinds join with ``+`` (``place+shed``)."""
+
+    HOLD = "hold"
+    PLACE = "place"
+    RECOVER = "recover"
+    SHED = "shed"
+    REROUTE = "reroute"
+
+
+class Gates:
+    """Hysteresis gates of the placement round.
+
+    >>> g = Gates(PlacementSettings(cooldown_rounds=2, max_moves=3, min_gain=0.01))
+    >>> g.before_round(samples=2, rounds_since_change=9)
+    'warm-up: 2 samples, fewer than 3'
+    >>> g.before_round(samples=5, rounds_since_change=1)
+    'cooldown: 1 round(s) since the last change, cooldown_rounds=2'
+    >>> g.before_round(samples=5, rounds_since_change=3) is None
+    True
+    >>> g.on_proposal(moves=4, gain=1.0)
+    '4 moves exceed max_moves=3'
+    >>> g.on_proposal(moves=1, gain=0.001)
+    'expected gain 0.001 below min_gain 0.01'
+    """
+
+    def __init__(
+        self,
+        settings: PlacementSettings,
+        in_blackout: Callable[[], bool] | None = None,
+        warmup_samples: int = WARMUP_SAMPLES,
+    ) -> None:
+        self.s = settings
+        self.in_blackout = in_blackout or (lambda: False)
+        self.warmup_samples = warmup_samples
+
+    def before_round(self, samples: int, rounds_since_change: int) -> str | None:
+        """A reason to skip the round, or None."""
+        if samples < self.warmup_samples:
+            return f"warm-up: {samples} samples, fewer than {self.warmup_samples}"
+        if rounds_since_change <= self.s.cooldown_rounds:
+            return (
+                f"cooldown: {rounds_since_change} round(s) since the last change, "
+                f"cooldown_rounds={self.s.cooldown_rounds}"
+            )
+        if self.in_blackout():
+            return "blackout window: no changes"
+        return None
+
+    def on_proposal(self, moves: int, gain: float) -> str | None:
+        """A reason to refuse a proposal of ``moves`` moves with this expected gain, or None."""
+        if moves > self.s.max_moves:
+            return f"{moves} moves exceed max_moves={self.s.max_moves}"
+        if gain < self.s.min_gain:
+            return f"expected gain {gain:.3g} below min_gain {self.s.min_gain}"
+        return None
+
+
+class HoldList:
+    """Units whose move did not help stay where they are for a while."""
+
+    def __init__(self, hold_rounds: int) -> None:
+        self.hold_rounds = hold_rounds
+        self.until: dict[int, int] = {}  # unit -> last round it is held
+        self.pending: tuple[list[int], float] | None = None  # last move: units, variance before
+
+    def moved(self, units: list[int], variance_before: float) -> None:
+        """Record a move, to be judged next round."""
+        self.pending = (units, variance_before)
+
+    def judge(self, variance_now: float, round_now: int) -> None:
+        """Hold the last move's units when the mean node-load variance did not fall."""
+        p, self.pending = self.pending, None
+        if p is None or self.hold_rounds <= 0:
+            return
+        if variance_now >= p[1] - 1e-12:
+            for u in p[0]:
+                self.until[int(u)] = round_now + self.hold_rounds
+        self.until = {u: r for u, r in self.until.items() if r >= round_now}  # bounded
+
+    def filter(
+        self, new: NDArray[np.int64], assign: NDArray[np.int64], round_now: int
+    ) -> list[int]:
+        """Undo the proposed moves of held units in ``new``; returns those units."""
+        held = [u for u, r in self.until.items() if r >= round_now and new[u] != assign[u]]
+        new[held] = assign[held]
+        return held
