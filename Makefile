@@ -24,9 +24,10 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 test: setup lint
-	$(BIN)/python -m pytest -q -m "" tests core placement partitioners shedding ha
+	$(BIN)/python -m pytest -q -m "" tests core placement partitioners shedding ha controller simulator spark_adapter
 
 bench: setup  # every benchmark; about an hour on 2 cores (the Spark ones dominate)
 	$(BIN)/python -m bench.bench_simulator

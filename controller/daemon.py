@@ -142,8 +142,7 @@ class Daemon:
         ids = self.loop.policy.ctx.cluster.ids
         return {
             "node_load": dict(zip(ids, np.round(loadstats.means(nx), 6).tolist(), strict=True)),
-            "node_variance_mean": float(loadstats.variances(nx).mean()),
-            "node_correlation_mean": loadstats.pairwise_mean_correlation(nx),
+            **loadstats.node_summary(nx),
             "samples": int(nx.shape[1]),
         }
 
@@ -154,8 +153,9 @@ class Daemon:
         if nx.shape[1]:
             for node, v in zip(self.loop.policy.ctx.cluster.ids, loadstats.means(nx), strict=True):
                 t.node_load.labels(node=node).set(float(v))
-            t.node_variance.set(float(loadstats.variances(nx).mean()))
-            t.node_correlation.set(loadstats.pairwise_mean_correlation(nx))
+            summary = loadstats.node_summary(nx)
+            t.node_variance.set(summary["node_variance_mean"])
+            t.node_correlation.set(summary["node_correlation_mean"])
         moved = rec.details.get("moved", 0)
         if rec.applied and isinstance(moved, int | float):
             t.migrations.inc(float(moved))
@@ -231,16 +231,35 @@ class Daemon:
     # ------------------------------------------------------------------ loop
     def run(self) -> int:
         """Run until SIGTERM/SIGINT (or ``max_rounds``); returns the exit code (0)."""
-        from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
-        from apscheduler.schedulers.background import BackgroundScheduler
-
-        c = self.settings.control
         if self.settings.metrics.enabled:
             port = self.telemetry.serve(self.settings.metrics.host, self.settings.metrics.port)
             log.info(
                 "metrics_serving",
                 extra={"fields": {"host": self.settings.metrics.host, "port": port}},
             )
+        sched = self._scheduler()
+        old = {
+            s: signal.signal(s, lambda *_: self.stop_event.set())
+            for s in (signal.SIGTERM, signal.SIGINT)
+        }
+        sched.start()
+        self._write_status()
+        try:
+            while not self.stop_event.wait(0.2):
+                pass
+        finally:
+            sched.shutdown(wait=True)
+            for s, h in old.items():
+                signal.signal(s, h)
+            self._stopped()
+        return 0
+
+    def _scheduler(self) -> Any:
+        """The interval job: one instance at a time, missed runs coalesced and counted."""
+        from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
+        from apscheduler.schedulers.background import BackgroundScheduler
+
+        c = self.settings.control
         sched = BackgroundScheduler(
             timezone="UTC",
             job_defaults={
@@ -269,36 +288,19 @@ class Daemon:
             replace_existing=True,
             next_run_time=datetime.now(UTC),
         )
-        old = {
-            s: signal.signal(s, lambda *_: self.stop_event.set())
-            for s in (signal.SIGTERM, signal.SIGINT)
-        }
-        sched.start()
-        self._write_status()
-        try:
-            while not self.stop_event.wait(0.2):
-                pass
-        finally:
-            sched.shutdown(wait=True)
-            for s, h in old.items():
-                signal.signal(s, h)
-            self.telemetry.stop()
-            st = self.status()
-            st["stopped"] = True
-            from spark_adapter.actuator import atomic_write
+        return sched
 
-            atomic_write(self.state_dir / "status.json", json.dumps(st, default=float).encode())
-            self.log.close()
-            log.info(
-                "stopped",
-                extra={
-                    "fields": {
-                        "rounds": len(self.loop.records),
-                        "plan_version": self.loop.plan.version,
-                    }
-                },
-            )
-        return 0
+    def _stopped(self) -> None:
+        """Stop exporting, mark the status stopped, close the decision log."""
+        from spark_adapter.actuator import atomic_write
+
+        self.telemetry.stop()
+        st = self.status()
+        st["stopped"] = True
+        atomic_write(self.state_dir / "status.json", json.dumps(st, default=float).encode())
+        self.log.close()
+        fields = {"rounds": len(self.loop.records), "plan_version": self.loop.plan.version}
+        log.info("stopped", extra={"fields": fields})
 
 
 def run_daemon(settings: Settings) -> int:

@@ -91,52 +91,51 @@ def partition_replay(
     jitter = np.random.default_rng(0)
     probe = ProbeLatency(lambda w: float(lat_ms[w]) * (1 + 0.02 * jitter.random()))
     lat = probe.measure(range(n))
+    window = int(np.mean([w.size for w in windows]) or 1)
     rows = []
     for name in names:
-        p = make(
-            name,
-            n,
-            scenario.seed,
-            sources,
-            cap,
-            lat,
-            window=int(np.mean([w.size for w in windows]) or 1),
-            key_space=key_space,
-        )
-        series = []
-        spent = 0.0
-        for i, keys in enumerate(windows):
-            t0 = time.perf_counter()
-            w = p.route(keys)
-            spent += time.perf_counter() - t0
-            m = window_metrics(keys, w, n, cap)
-            series.append(m)
-            loads = np.bincount(w, minlength=n).astype(float)
-            p.feedback(loads, cap, lat)
-            if w.size and (w.min() < 0 or w.max() >= n):
-                raise RuntimeError(f"{name}: routed outside [0, {n}) in window {i}")
-        imb = np.array([s.imbalance for s in series])
-        frag = np.array([s.fragmentation_mean for s in series])
-        total = sum(s.tuples for s in series)
-        rows.append(
-            {
-                "partitioner": name,
-                "workers": n,
-                "windows": len(series),
-                "tuples": total,
-                "imbalance_mean": float(imb.mean()) if imb.size else 0.0,
-                "imbalance_p95": float(np.quantile(imb, 0.95)) if imb.size else 0.0,
-                "lambda_max_mean": float(np.mean([s.lambda_max for s in series]))
-                if series
-                else 0.0,
-                "fragmentation_mean": float(frag.mean()) if frag.size else 0.0,
-                "fragmentation_p95": float(np.quantile(frag, 0.95)) if frag.size else 0.0,
-                "fragmentation_max": int(max((s.fragmentation_max for s in series), default=0)),
-                "aggregation_cost_mean": float(np.mean([s.aggregation_cost for s in series]))
-                if series
-                else 0.0,
-                "routing_us_per_key": spent / max(total, 1) * 1e6,
-                "imbalance_series": imb.round(6).tolist(),
-            }
-        )
+        p = make(name, n, scenario.seed, sources, cap, lat, window=window, key_space=key_space)
+        series, spent = _route_windows(name, p, windows, n, cap, lat)
+        rows.append({"partitioner": name, "workers": n, **_window_summary(series, spent)})
     return rows
+
+
+def _route_windows(
+    name: str, p: Any, windows: list[np.ndarray], n: int, cap: np.ndarray, lat: np.ndarray
+) -> tuple[list[Any], float]:
+    """Each window's metrics under partitioner ``p`` (fed back its loads), and the routing time."""
+    series = []
+    spent = 0.0
+    for i, keys in enumerate(windows):
+        t0 = time.perf_counter()
+        w = p.route(keys)
+        spent += time.perf_counter() - t0
+        series.append(window_metrics(keys, w, n, cap))
+        p.feedback(np.bincount(w, minlength=n).astype(float), cap, lat)
+        if w.size and (w.min() < 0 or w.max() >= n):
+            raise RuntimeError(f"{name}: routed outside [0, {n}) in window {i}")
+    return series, spent
+
+
+def _window_summary(series: list[Any], spent: float) -> dict[str, Any]:
+    """Imbalance, fragmentation and aggregation cost over the windows."""
+    imb = np.array([s.imbalance for s in series])
+    frag = np.array([s.fragmentation_mean for s in series])
+    total = sum(s.tuples for s in series)
+
+    def mean(xs: list[float]) -> float:
+        return float(np.mean(xs)) if xs else 0.0
+
+    return {
+        "windows": len(series),
+        "tuples": total,
+        "imbalance_mean": float(imb.mean()) if imb.size else 0.0,
+        "imbalance_p95": float(np.quantile(imb, 0.95)) if imb.size else 0.0,
+        "lambda_max_mean": mean([s.lambda_max for s in series]),
+        "fragmentation_mean": float(frag.mean()) if frag.size else 0.0,
+        "fragmentation_p95": float(np.quantile(frag, 0.95)) if frag.size else 0.0,
+        "fragmentation_max": int(max((s.fragmentation_max for s in series), default=0)),
+        "aggregation_cost_mean": mean([s.aggregation_cost for s in series]),
+        "routing_us_per_key": spent / max(total, 1) * 1e6,
+        "imbalance_series": imb.round(6).tolist(),
+    }

@@ -263,7 +263,6 @@ class ControlPolicy:
 def _node_stats(unit_x: Array, assign: IntArray, n: int) -> dict[str, float]:
     nx = loadstats.node_series(unit_x, assign, n)
     return {
-        "node_variance_mean": float(loadstats.variances(nx).mean()) if n else 0.0,
-        "node_correlation_mean": loadstats.pairwise_mean_correlation(nx),
+        **loadstats.node_summary(nx),
         "max_divergent_load": float(loadstats.divergent(nx).max()) if n else 0.0,
     }

@@ -15,7 +15,7 @@ import pandas as pd
 
 from controller.loop import ControlLoop, DecisionRecord
 from controller.scenario import ScenarioFile
-from controller.wiring import make_policy, make_simulator
+from controller.wiring import make_policy, make_simulator, with_shedding
 from core import loadstats
 from simulator import SimResult
 
@@ -42,16 +42,7 @@ def replay_sim(
     """Replay ``scenario`` on the simulator with the controller in the loop."""
     if seed is not None:
         scenario = scenario.model_copy(update={"seed": seed})
-    if shedding is not None:
-        from controller.shedding import METHODS
-
-        if shedding not in METHODS:
-            raise ValueError(f"shedding: unknown method {shedding!r} (known: {', '.join(METHODS)})")
-        ctl = scenario.controller
-        shed = ctl.shedding.model_copy(update={"method": shedding})
-        scenario = scenario.model_copy(
-            update={"controller": ctl.model_copy(update={"shedding": shed})}
-        )
+    scenario = with_shedding(scenario, shedding)
     sim = make_simulator(scenario)
     policy = make_policy(scenario, placement)
     loop = ControlLoop(sim, policy, window_k=scenario.controller.window_k)
@@ -91,11 +82,10 @@ def window_stats(node_load: pd.DataFrame, k: int) -> tuple[float, float]:
     x = node_load.to_numpy().T
     n, t = x.shape
     w = t // k
-    if w == 0:
-        return float(loadstats.variances(x).mean()), loadstats.pairwise_mean_correlation(x)
-    blocks = x[:, : w * k].reshape(n, w, k).transpose(1, 0, 2)  # (windows, n, k)
-    var = float(np.mean([loadstats.variances(b).mean() for b in blocks]))
-    corr = float(np.mean([loadstats.pairwise_mean_correlation(b) for b in blocks]))
+    blocks = [x] if w == 0 else x[:, : w * k].reshape(n, w, k).transpose(1, 0, 2)
+    stats = [loadstats.node_summary(b) for b in blocks]  # per window of k samples
+    var = float(np.mean([s["node_variance_mean"] for s in stats]))
+    corr = float(np.mean([s["node_correlation_mean"] for s in stats]))
     return var, corr
 
 

@@ -189,6 +189,34 @@ def render_run_dir(run_dir: str | Path) -> Path:
         if (out / "decisions.json").exists()
         else []
     )
+    figs = _figures(out, node_load, decisions)
+    for name, fig in figs.items():
+        _png(fig, out / name)
+    lines = [
+        f"{k} = {summary[k]:.4g}"
+        if isinstance(summary.get(k), float)
+        else f"{k} = {summary.get(k)}"
+        for k in REPORT_KEYS
+        if k in summary
+    ]
+    (out / "report.html").write_text(_html(out, summary, lines, list(figs)))
+    (out / "summary.txt").write_text("\n".join(lines) + "\n")
+    return out
+
+
+REPORT_KEYS = (
+    "throughput",
+    "mean_latency",
+    "p99_latency",
+    "node_load_variance_mean",
+    "migrations",
+    "dropped_fraction",
+    "lost_tuples",
+)
+
+
+def _figures(out: Path, node_load: pd.DataFrame, decisions: list[Any]) -> dict[str, Any]:
+    """The report's figures by file name (placement and shedding only when they happened)."""
     half = len(node_load) // 2
     figs: dict[str, Any] = {
         "heatmap.png": plot_heatmap(node_load),
@@ -212,24 +240,11 @@ def render_run_dir(run_dir: str | Path) -> Path:
         decisions,
         [str(c) for c in node_load.columns],
     )
-    for name, fig in figs.items():
-        _png(fig, out / name)
-    keys = (
-        "throughput",
-        "mean_latency",
-        "p99_latency",
-        "node_load_variance_mean",
-        "migrations",
-        "dropped_fraction",
-        "lost_tuples",
-    )
-    lines = [
-        f"{k} = {summary[k]:.4g}"
-        if isinstance(summary.get(k), float)
-        else f"{k} = {summary.get(k)}"
-        for k in keys
-        if k in summary
-    ]
+    return figs
+
+
+def _html(out: Path, summary: dict[str, Any], lines: list[str], figures: list[str]) -> str:
+    """One page: the headline figures, the whole summary, the plots inline."""
     rows = "".join(
         f"<tr><td>{k}</td><td>{v:.6g}</td></tr>"
         if isinstance(v, float)
@@ -238,14 +253,11 @@ def render_run_dir(run_dir: str | Path) -> Path:
     )
     imgs = "".join(
         f'<h2>{name[:-4].replace("_", " ")}</h2><img src="data:image/png;base64,{base64.b64encode((out / name).read_bytes()).decode()}"/>'
-        for name in figs
+        for name in figures
     )
     title = summary.get("scenario", "")
-    html = (
+    return (
         "<!doctype html><html><head><meta charset='utf-8'><title>trimtab report</title></head>"
         f"<body><h1>trimtab report: {title}</h1><p>{'; '.join(lines)}</p>"
         f"<table border='1' cellpadding='3'>{rows}</table>{imgs}</body></html>"
     )
-    (out / "report.html").write_text(html)
-    (out / "summary.txt").write_text("\n".join(lines) + "\n")
-    return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +23,22 @@ from controller.loop import ControlLoop
 from controller.replay import ReplayResult, window_stats
 from controller.routing import RoutingPolicy
 from controller.scenario import ScenarioFile
-from controller.wiring import make_policy, spark_context
+from controller.wiring import make_policy, spark_context, with_shedding
 from simulator import SimResult
 from spark_adapter.verification import output_mismatch
 
-__all__ = ["replay_spark"]
+__all__ = ["SparkRun", "replay_spark"]
+
+
+@dataclass(frozen=True)
+class SparkRun:
+    """What a Spark replay ran with, as its summary reports it."""
+
+    placement: str
+    partitioner: str
+    master: str
+    partitions: int
+    warmup_batches: int
 
 
 def replay_spark(
@@ -51,86 +63,94 @@ def replay_spark(
     """
     if warmup_batches < 0:
         raise ValueError(f"warmup_batches: must be >= 0, got {warmup_batches}")
-    from spark_adapter.faults import publish_app, serve_lose_requests
-    from spark_adapter.operators import compile_query
-    from spark_adapter.pipeline import PipelineOptions, SparkPipeline
+    from spark_adapter.faults import publish_app
     from spark_adapter.session import make_session
-    from spark_adapter.substrate import SparkSubstrate
 
-    q = compile_query(scenario)
-    if shedding is not None:
-        ctl = scenario.controller
-        scenario = scenario.model_copy(
-            update={
-                "controller": ctl.model_copy(
-                    update={"shedding": ctl.shedding.model_copy(update={"method": shedding})}
-                )
-            }
-        )
-    name = placement or scenario.controller.placement.method
-    part = partitioner or scenario.controller.partitioner
+    scenario = with_shedding(scenario, shedding)
+    ctl = scenario.controller
+    run = SparkRun(
+        placement or ctl.placement.method,
+        partitioner or ctl.partitioner,
+        master,
+        partitions,
+        warmup_batches,
+    )
     own = spark is None
     spark = spark or make_session(
         master, f"trimtab-{scenario.name}", {"spark.sql.shuffle.partitions": str(partitions)}
     )
     work = Path(workdir or tempfile.mkdtemp(prefix="trimtab-spark-"))
-    ctx = spark_context(scenario, q, partitions, scale)
-    routing = RoutingPolicy(part, q.op_id, q.key_groups, partitions)
-    policy = make_policy(scenario, name, ctx=ctx, routing=routing)
-    loop_box: dict[str, ControlLoop] = {}
-
-    def after_batch(st: Any) -> None:
-        if (st.batch_id + 1) % interval_batches == 0:
-            loop_box["loop"].tick()
-
-    ha = scenario.controller.ha
-    opts = PipelineOptions.for_ha(
-        partitions,
-        ha.policy,
-        ha.checkpoint_interval,
-        window_drops=scenario.controller.shedding.window_drops,
-    )
-    pipe = SparkPipeline(spark, q, work, opts, on_batch=after_batch)
-    sub = SparkSubstrate(pipe, list(q.sides), scenario.tick_s)
-    loop = ControlLoop(sub, policy, window_k=scenario.controller.window_k)
-    loop_box["loop"] = loop
-    loop.start()
+    pipe, sub, loop = _steered_pipeline(spark, scenario, run, work, scale, interval_batches)
     rows_in = pipe.input.generate(scenario, batches, scale=scale)
     publish_app(spark, work, master)
-
-    inner = pipe.on_batch
-    pipe.on_batch = lambda st: (serve_lose_requests(spark, work), inner(st) if inner else None)
-    t0 = time.perf_counter()
     try:
-        pipe.run_available(name=None)
-        pipe.flush()
-        wall = time.perf_counter() - t0
-        got = pipe.output()
-        exp, dropped = pipe.reference()
-        matches = output_mismatch(got, exp) is None
-        stats = [pipe.stats[b] for b in sorted(pipe.stats)]
-        summary = _summary(
-            scenario,
-            stats,
-            pipe,
-            sub,
-            rows_in,
-            dropped,
-            matches,
-            wall,
-            name,
-            part,
-            master,
-            partitions,
-            warmup_batches,
-        )
-        series = _series(stats, partitions)
+        summary, series = _run(pipe, sub, scenario, run, rows_in)
     finally:
         pipe.cleanup()
         if own:
             spark.stop()
     summary["workdir"] = str(work)
     return ReplayResult(summary=summary, series=series, decisions=loop.records)
+
+
+def _run(
+    pipe: Any, sub: Any, scenario: ScenarioFile, run: SparkRun, rows_in: int
+) -> tuple[dict[str, Any], SimResult]:
+    """Process the log, close the windows, compare the sink with the reference, summarize."""
+    t0 = time.perf_counter()
+    pipe.run_available(name=None)
+    pipe.flush()
+    wall = time.perf_counter() - t0
+    got = pipe.output()
+    exp, dropped = pipe.reference()
+    stats = [pipe.stats[b] for b in sorted(pipe.stats)]
+    summary = {
+        **_summary(scenario, stats, pipe, sub, run),
+        **_accounting(stats, pipe, rows_in, dropped),
+        "output_matches_reference": output_mismatch(got, exp) is None,
+        "wall_s": wall,
+    }
+    return summary, _series(stats, run.partitions)
+
+
+def _steered_pipeline(
+    spark: Any,
+    scenario: ScenarioFile,
+    run: SparkRun,
+    work: Path,
+    scale: float,
+    interval_batches: int,
+) -> tuple[Any, Any, ControlLoop]:
+    """The pipeline with the controller embedded: every ``interval_batches`` batches a
+    control round observes the batches and publishes a plan (fault requests served too)."""
+    from spark_adapter.faults import serve_lose_requests
+    from spark_adapter.operators import compile_query
+    from spark_adapter.pipeline import PipelineOptions, SparkPipeline
+    from spark_adapter.substrate import SparkSubstrate
+
+    q = compile_query(scenario)
+    ctx = spark_context(scenario, q, run.partitions, scale)
+    routing = RoutingPolicy(run.partitioner, q.op_id, q.key_groups, run.partitions)
+    policy = make_policy(scenario, run.placement, ctx=ctx, routing=routing)
+    ha = scenario.controller.ha
+    opts = PipelineOptions.for_ha(
+        run.partitions,
+        ha.policy,
+        ha.checkpoint_interval,
+        window_drops=scenario.controller.shedding.window_drops,
+    )
+    pipe = SparkPipeline(spark, q, work, opts)
+    sub = SparkSubstrate(pipe, list(q.sides), scenario.tick_s)
+    loop = ControlLoop(sub, policy, window_k=scenario.controller.window_k)
+    loop.start()
+
+    def after_batch(st: Any) -> None:
+        serve_lose_requests(spark, work)
+        if (st.batch_id + 1) % interval_batches == 0:
+            loop.tick()
+
+    pipe.on_batch = after_batch
+    return pipe, sub, loop
 
 
 def _mean_phases(stats: list[Any]) -> dict[str, float]:
@@ -149,28 +169,15 @@ def _migrations(plans: list[Any]) -> int:
 
 
 def _summary(
-    sc: ScenarioFile,
-    stats: list[Any],
-    pipe: Any,
-    sub: Any,
-    rows_in: int,
-    dropped: int,
-    matches: bool,
-    wall: float,
-    placement: str,
-    partitioner: str,
-    master: str,
-    n: int,
-    warmup: int = 1,
+    sc: ScenarioFile, stats: list[Any], pipe: Any, sub: Any, run: SparkRun
 ) -> dict[str, Any]:
+    """Timing, balance and plan figures of the run's batches."""
+    n = run.partitions
     real = [s for s in stats if s.event_range[0] >= 0]
     # the first ``warmup`` batches (at least the first: it pays the executors' Python start)
     # are left out of the timing statistics; they still count in rows and correctness
-    timed = real[warmup:] if len(real) > warmup + 1 else real
+    timed = real[run.warmup_batches :] if len(real) > run.warmup_batches + 1 else real
     dur = np.array([s.duration_s for s in timed]) if timed else np.zeros(1)
-    processed = int(sum(int(s.rows.sum()) for s in stats))
-    late = int(sum(s.late for s in stats))
-    expected = _expected_processed(pipe)
     node = (
         np.stack([s.busy_s / max(s.duration_s, 1e-3) for s in real], axis=0)
         if real
@@ -180,9 +187,9 @@ def _summary(
     return {
         "scenario": sc.name,
         "substrate": "spark",
-        "master": master,
-        "placement": placement,
-        "partitioner": partitioner,
+        "master": run.master,
+        "placement": run.placement,
+        "partitioner": run.partitioner,
         "partitions": n,
         "ticks": len(real),
         "batches": len(real),
@@ -198,6 +205,39 @@ def _summary(
         "mean_pairwise_node_correlation": corr,
         "migrations": _migrations(sub.published),
         "plan_versions": len(sub.published),
+        **_partition_figures(stats, real, timed),
+    }
+
+
+def _partition_figures(stats: list[Any], real: list[Any], timed: list[Any]) -> dict[str, Any]:
+    """Rows, busy time and merge volume per partition and per batch (``stats``: every batch,
+    the final flush included; ``real``: those that read input; ``timed``: after warm-up)."""
+    merged = [s.info.get("partials_merged", 0) for s in timed]
+    rows_timed = sum(int(s.rows.sum()) for s in timed)
+    busy_timed = sum(float(s.busy_s.sum()) for s in timed)
+    return {
+        # merge volume: partial results merged across partitions (round-robin: every key's)
+        "partials_merged": int(sum(s.info.get("partials_merged", 0) for s in stats)),
+        "partials_merged_per_batch": float(np.mean(merged)) if timed else 0.0,
+        "partition_rows": [int(x) for x in np.sum([s.rows for s in real], axis=0)] if real else [],
+        "partition_busy_per_batch_s": (
+            [round(float(x), 4) for x in np.mean([s.busy_s for s in timed], axis=0)]
+            if timed
+            else []
+        ),
+        "busy_s_per_row": busy_timed / max(1, rows_timed) if timed else 0.0,
+        "partition_busy_s": (
+            [round(float(x), 4) for x in np.sum([s.busy_s for s in real], axis=0)] if real else []
+        ),
+    }
+
+
+def _accounting(stats: list[Any], pipe: Any, rows_in: int, dropped: int) -> dict[str, Any]:
+    """Tuples in, processed, dropped, lost, duplicated, late and out."""
+    processed = int(sum(int(s.rows.sum()) for s in stats))
+    late = int(sum(s.late for s in stats))
+    expected = _expected_processed(pipe)
+    return {
         "rows_in": rows_in,
         "rows_processed": processed,
         "rows_dropped": dropped,
@@ -207,30 +247,6 @@ def _summary(
         "late_tuples": late,
         "rows_out": int(sum(s.rows_out for s in stats)),
         "state_rows_moved": int(sum(s.state_moved for s in stats)),
-        # merge volume: partial results merged across partitions (round-robin: every key's)
-        "partials_merged": int(sum(s.info.get("partials_merged", 0) for s in stats)),
-        "partials_merged_per_batch": (
-            float(np.mean([s.info.get("partials_merged", 0) for s in timed])) if timed else 0.0
-        ),
-        "output_matches_reference": matches,
-        "wall_s": wall,
-        "partition_rows": [int(x) for x in np.sum([s.rows for s in real], axis=0)] if real else [],
-        "partition_busy_per_batch_s": (
-            [round(float(x), 4) for x in np.mean([s.busy_s for s in timed], axis=0)]
-            if timed
-            else []
-        ),
-        "busy_s_per_row": (
-            float(
-                sum(float(s.busy_s.sum()) for s in timed)
-                / max(1, sum(int(s.rows.sum()) for s in timed))
-            )
-            if timed
-            else 0.0
-        ),
-        "partition_busy_s": [round(float(x), 4) for x in np.sum([s.busy_s for s in real], axis=0)]
-        if real
-        else [],
     }
 
 

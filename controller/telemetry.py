@@ -18,7 +18,18 @@ class Telemetry:
     """The controller's metrics and the HTTP endpoint serving them."""
 
     def __init__(self) -> None:
-        r = self.registry = CollectorRegistry()
+        self.registry = CollectorRegistry()
+        self._controller_metrics(self.registry)
+        self._pipeline_metrics(self.registry)
+        self.build = Gauge(
+            "trimtab_build_info", "Build information", ["version"], registry=self.registry
+        )
+        self.build.labels(version=_version()).set(1)
+        self.server: Any = None
+        self.port: int | None = None
+
+    def _controller_metrics(self, r: CollectorRegistry) -> None:
+        """Rounds, decisions, node loads, shedding, plans, scheduler health, failures."""
         self.tick_duration = Histogram(
             "trimtab_control_tick_duration_seconds",
             "Control round duration",
@@ -56,7 +67,9 @@ class Telemetry:
             registry=r,
         )
         self.failures = Counter("trimtab_failures_detected", "Node failures detected", registry=r)
-        # the steered Spark pipeline, from its batch metrics files (external mode)
+
+    def _pipeline_metrics(self, r: CollectorRegistry) -> None:
+        """The steered Spark pipeline, from its batch metrics files (external mode)."""
         self.batch_duration = Histogram(
             "trimtab_pipeline_batch_duration_seconds",
             "Micro-batch duration (foreachBatch wall time)",
@@ -80,10 +93,6 @@ class Telemetry:
             "round-robin, the split hot keys' under key splitting)",
             registry=r,
         )
-        self.build = Gauge("trimtab_build_info", "Build information", ["version"], registry=r)
-        self.build.labels(version=_version()).set(1)
-        self.server: Any = None
-        self.port: int | None = None
 
     def serve(self, host: str = "127.0.0.1", port: int = 9464) -> int:
         """Start the endpoint on a loopback address; returns the bound port."""

@@ -26,6 +26,7 @@ __all__ = [
     "make_policy",
     "make_simulator",
     "spark_context",
+    "with_shedding",
 ]
 
 
@@ -81,6 +82,19 @@ def make_policy(
     return ControlPolicy(
         ctx or make_context(scenario), method, initial, routing=routing, in_blackout=in_blackout
     )
+
+
+def with_shedding(scenario: ScenarioFile, method: str | None) -> ScenarioFile:
+    """The scenario with its shedding method replaced (``None`` keeps it); an unknown method
+    is a ``ValueError`` naming it."""
+    if method is None:
+        return scenario
+    from controller.shedding import METHODS
+
+    if method not in METHODS:
+        raise ValueError(f"shedding: unknown method {method!r} (known: {', '.join(METHODS)})")
+    shed = scenario.controller.shedding.model_copy(update={"method": method})
+    return scenario.with_controller(shedding=shed)
 
 
 def make_simulator(scenario: ScenarioFile, seed: int | None = None) -> Simulator:

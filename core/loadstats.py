@@ -21,6 +21,7 @@ __all__ = [
     "divergent",
     "means",
     "node_series",
+    "node_summary",
     "pairwise_mean_correlation",
     "variances",
 ]
@@ -110,6 +111,23 @@ def pairwise_mean_correlation(node_x: Array) -> float:
     c = correlation(node_x)
     iu = np.triu_indices(n, 1)
     return float(c[iu].mean())
+
+
+def node_summary(node_x: Array) -> dict[str, float]:
+    """The two figures the controller judges node loads by: the mean node-load variance and
+    the mean pairwise node-load correlation over the window ``node_x`` (n, k).
+
+    >>> t = np.sin(np.linspace(0, 6, 20))
+    >>> s = node_summary(np.stack([1 + t, 1 - t]))
+    >>> round(s["node_correlation_mean"], 6), s["node_variance_mean"] > 0
+    (-1.0, True)
+    """
+    if node_x.shape[0] == 0:
+        return {"node_variance_mean": 0.0, "node_correlation_mean": 0.0}
+    return {
+        "node_variance_mean": float(variances(node_x).mean()),
+        "node_correlation_mean": pairwise_mean_correlation(node_x),
+    }
 
 
 class LoadWindow:

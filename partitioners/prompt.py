@@ -64,33 +64,42 @@ def prompt_plan(keys: IntArray, n: int) -> tuple[dict[int, list[tuple[int, int]]
     cap = math.ceil(psize)
     split = False
     for k, f, p0 in residual:
-        if size[p0] + f <= cap:
-            plan[k].append((p0, f))
-            size[p0] += f
-            continue
-        left = cap - size
-        fits = np.flatnonzero(left >= f)
-        if fits.size:
-            p = int(fits[np.argmin(left[fits])])
-            plan[k].append((p, f))
-            size[p] += f
-            continue
-        split = True  # water-fill over leftover capacity, the rest evenly
-        remaining = f
-        for p in np.argsort(-left, kind="stable"):
-            if remaining == 0 or left[p] <= 0:
-                break
-            q = int(min(left[p], remaining))
-            plan[k].append((int(p), q))
-            size[p] += q
-            remaining -= q
-        while remaining > 0:
-            p = int(np.argmin(size))
-            q = int(min(remaining, max(1, math.ceil(remaining / n))))
-            plan[k].append((p, q))
-            size[p] += q
-            remaining -= q
+        split |= _place_residual(plan[k], size, f, p0, cap, n)
     return plan, split
+
+
+def _place_residual(
+    quota: list[tuple[int, int]], size: IntArray, f: int, p0: int, cap: int, n: int
+) -> bool:
+    """Place a hot key's residual ``f`` tuples: with its first block when that fits, else
+    in the tightest partition it fits, else water-filled over the leftover capacity and the
+    rest spread evenly (True: the key was split further)."""
+    if size[p0] + f <= cap:
+        quota.append((p0, f))
+        size[p0] += f
+        return False
+    left = cap - size
+    fits = np.flatnonzero(left >= f)
+    if fits.size:
+        p = int(fits[np.argmin(left[fits])])
+        quota.append((p, f))
+        size[p] += f
+        return False
+    remaining = f
+    for p in np.argsort(-left, kind="stable"):
+        if remaining == 0 or left[p] <= 0:
+            break
+        q = int(min(left[p], remaining))
+        quota.append((int(p), q))
+        size[p] += q
+        remaining -= q
+    while remaining > 0:
+        p = int(np.argmin(size))
+        q = int(min(remaining, max(1, math.ceil(remaining / n))))
+        quota.append((p, q))
+        size[p] += q
+        remaining -= q
+    return True
 
 
 class Prompt(LocalOnly):

@@ -33,6 +33,16 @@ def normalized_coefficients(coeff: Array) -> tuple[Array, NDArray[np.bool_]]:
     return coeff[:, keep] / tot[keep], keep
 
 
+def _neighbours(m: int, edges: IntArray | None) -> list[list[int]]:
+    """Each unit's neighbours along the unit arcs (both directions)."""
+    nbrs: list[list[int]] = [[] for _ in range(m)]
+    if edges is not None:
+        for a, c in np.asarray(edges).reshape(-1, 2):
+            nbrs[int(a)].append(int(c))
+            nbrs[int(c)].append(int(a))
+    return nbrs
+
+
 def rod(
     coeff: Array,
     capacity: Array,
@@ -70,11 +80,7 @@ def rod(
     order = np.argsort(-np.linalg.norm(p, axis=1), kind="stable")
     P = np.zeros((n, p.shape[1]))
     placed = np.full(m, -1, dtype=np.int64)
-    nbrs: list[list[int]] = [[] for _ in range(m)]
-    if edges is not None:
-        for a, c in np.asarray(edges).reshape(-1, 2):
-            nbrs[int(a)].append(int(c))
-            nbrs[int(c)].append(int(a))
+    nbrs = _neighbours(m, edges)
     rng = np.random.default_rng([seed, 0x20D])  # salted: independent of workload streams
     for j in order:
         cand = P + p[j]

@@ -68,51 +68,22 @@ def reduce_variance(
     cap = capacity.astype(float)
     xbar = unit_x.mean(axis=1)
     xc = unit_x - xbar[:, None]
-    sq = (xc * xc).sum(axis=1)
+    d = _Descent(
+        cap, xbar, xc, (xc * xc).sum(axis=1), xbar >= load_threshold, 1.0 / (k * cap * cap)
+    )
     xx = xc @ xc.T if m <= swap_max_units else None
-    movable = xbar >= load_threshold
-    w = 1.0 / (k * cap * cap)  # variance of node i = |Nc_i|^2 * w_i
-    idx = np.arange(m)
     for step in range(max_steps):
         nc = np.zeros((n, k))
         np.add.at(nc, assign, xc)
         mu = np.bincount(assign, xbar, n) / cap
-        spread = float(mu.max() - mu.min())
-        limit = max(spread, spread_threshold - TOL) + 1e-12
+        limit = max(float(mu.max() - mu.min()), spread_threshold - TOL) + 1e-12
         g = xc @ nc.T  # (m, n): xc_j . Nc_i
-        src = assign
-        # moves j: src -> b
-        d_src = (-2 * g[idx, src] + sq) * w[src]
-        d_dst = (2 * g + sq[:, None]) * w[None, :]
-        gain = d_src[:, None] + d_dst
-        mu_src = mu[src] - xbar / cap[src]
-        mu_dst = mu[None, :] + xbar[:, None] / cap[None, :]
-        bb = np.broadcast_to(np.arange(n)[None, :], (m, n))
-        aa = np.broadcast_to(src[:, None], (m, n))
-        hi = np.maximum(np.maximum(_excluding(mu, aa, bb, True), mu_src[:, None]), mu_dst)
-        lo = np.minimum(np.minimum(_excluding(mu, aa, bb, False), mu_src[:, None]), mu_dst)
-        ok = (hi - lo <= limit) & movable[:, None] & (bb != aa)
-        gain = np.where(ok, gain, np.inf)
-        best_move = np.unravel_index(int(np.argmin(gain)), gain.shape)
-        best = (float(gain[best_move]), "move", int(best_move[0]), int(best_move[1]))
+        best = d.best_move(assign, g, mu, limit)
         if xx is not None:
-            # swaps j (on a) <-> l (on b): d = xc_l - xc_j enters a and leaves b
-            a_, b_ = src[:, None], src[None, :]
-            d2 = sq[:, None] + sq[None, :] - 2 * xx
-            na_d = g[idx[None, :], a_] - g[idx[:, None], a_]  # Nc_a . d
-            nb_d = g[idx[None, :], b_] - g[idx[:, None], b_]  # Nc_b . d
-            sgain = (2 * na_d + d2) * w[a_] + (-2 * nb_d + d2) * w[b_]
-            dm = xbar[None, :] - xbar[:, None]
-            ma, mb = mu[a_] + dm / cap[a_], mu[b_] - dm / cap[b_]
-            aa2, bb2 = np.broadcast_arrays(a_, b_)
-            hi = np.maximum(np.maximum(_excluding(mu, aa2, bb2, True), ma), mb)
-            lo = np.minimum(np.minimum(_excluding(mu, aa2, bb2, False), ma), mb)
-            ok = (hi - lo <= limit) & (aa2 != bb2) & movable[:, None] & movable[None, :]
-            sgain = np.where(ok, sgain, np.inf)
-            js = np.unravel_index(int(np.argmin(sgain)), sgain.shape)
-            if sgain[js] < best[0]:
-                best = (float(sgain[js]), "swap", int(js[0]), int(js[1]))
-        scale = float((w * (nc * nc).sum(axis=1)).sum())
+            swap = d.best_swap(assign, g, mu, limit, xx)
+            if swap[0] < best[0]:
+                best = swap
+        scale = float((d.w * (nc * nc).sum(axis=1)).sum())
         if not best[0] < -1e-9 * max(scale, 1e-12):
             return step
         _, kind, j, o = best
@@ -121,3 +92,57 @@ def reduce_variance(
         else:
             assign[j], assign[o] = assign[o], assign[j]
     return max_steps
+
+
+class _Descent:
+    """The exact variance change of every single move and swap, vectorized.
+
+    The variance of node i is ``|Nc_i|^2 * w_i`` (``Nc_i`` its centred load series); a step is
+    allowed only when the node mean-load spread stays within the limit.
+    """
+
+    def __init__(
+        self, cap: Array, xbar: Array, xc: Array, sq: Array, movable: NDArray[np.bool_], w: Array
+    ) -> None:
+        self.cap, self.xbar, self.xc, self.sq, self.movable, self.w = cap, xbar, xc, sq, movable, w
+        self.idx = np.arange(xbar.size)
+
+    def best_move(
+        self, src: IntArray, g: Array, mu: Array, limit: float
+    ) -> tuple[float, str, int, int]:
+        """The best move j: src -> b as (variance change, "move", j, b)."""
+        m, n = g.shape
+        cap, xbar, w = self.cap, self.xbar, self.w
+        d_src = (-2 * g[self.idx, src] + self.sq) * w[src]
+        d_dst = (2 * g + self.sq[:, None]) * w[None, :]
+        gain = d_src[:, None] + d_dst
+        mu_src = mu[src] - xbar / cap[src]
+        mu_dst = mu[None, :] + xbar[:, None] / cap[None, :]
+        bb = np.broadcast_to(np.arange(n)[None, :], (m, n))
+        aa = np.broadcast_to(src[:, None], (m, n))
+        hi = np.maximum(np.maximum(_excluding(mu, aa, bb, True), mu_src[:, None]), mu_dst)
+        lo = np.minimum(np.minimum(_excluding(mu, aa, bb, False), mu_src[:, None]), mu_dst)
+        ok = (hi - lo <= limit) & self.movable[:, None] & (bb != aa)
+        gain = np.where(ok, gain, np.inf)
+        j, b = np.unravel_index(int(np.argmin(gain)), gain.shape)
+        return float(gain[j, b]), "move", int(j), int(b)
+
+    def best_swap(
+        self, src: IntArray, g: Array, mu: Array, limit: float, xx: Array
+    ) -> tuple[float, str, int, int]:
+        """The best swap j (on a) <-> l (on b): ``d = xc_l - xc_j`` enters a and leaves b."""
+        cap, xbar, w, idx, mv = self.cap, self.xbar, self.w, self.idx, self.movable
+        a_, b_ = src[:, None], src[None, :]
+        d2 = self.sq[:, None] + self.sq[None, :] - 2 * xx
+        na_d = g[idx[None, :], a_] - g[idx[:, None], a_]  # Nc_a . d
+        nb_d = g[idx[None, :], b_] - g[idx[:, None], b_]  # Nc_b . d
+        sgain = (2 * na_d + d2) * w[a_] + (-2 * nb_d + d2) * w[b_]
+        dm = xbar[None, :] - xbar[:, None]
+        ma, mb = mu[a_] + dm / cap[a_], mu[b_] - dm / cap[b_]
+        aa2, bb2 = np.broadcast_arrays(a_, b_)
+        hi = np.maximum(np.maximum(_excluding(mu, aa2, bb2, True), ma), mb)
+        lo = np.minimum(np.minimum(_excluding(mu, aa2, bb2, False), ma), mb)
+        ok = (hi - lo <= limit) & (aa2 != bb2) & mv[:, None] & mv[None, :]
+        sgain = np.where(ok, sgain, np.inf)
+        j, o = np.unravel_index(int(np.argmin(sgain)), sgain.shape)
+        return float(sgain[j, o]), "swap", int(j), int(o)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from core.hashing import stable_hash
+from core.hashing import stable_uniform
 
 __all__ = ["drop_seed", "keep_mask", "semantic_keep_mask", "uniform_of"]
 
@@ -27,9 +27,7 @@ def uniform_of(tuple_ids: ArrayLike, batch_id: int, seed: int = 0) -> NDArray[np
     Spark computes the same value as
     ``shiftrightunsigned(xxhash64(event_id, drop_seed(b)), 11) / 2^53``.
     """
-    ids = np.asarray(tuple_ids, dtype=np.int64)
-    h = stable_hash(ids, seed=drop_seed(batch_id, seed)).view(np.uint64)
-    return (h >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+    return stable_uniform(tuple_ids, drop_seed(batch_id, seed))
 
 
 def keep_mask(tuple_ids: ArrayLike, batch_id: int, keep: float, seed: int = 0) -> NDArray[np.bool_]:

@@ -178,6 +178,43 @@ def solve_lp(
     n_loc, n = model.load.shape
     ids = node_ids or tuple(f"n{j}" for j in range(n))
     cap = np.maximum(headroom * np.asarray(capacity, float) - model.background, 0.0)
+    prob, x, rows = _build(model, cap, upper)
+    ok, status = _solve(prob, solver, time_limit_s)
+    if ok:
+        xv = np.array([v.value() or 0.0 for v in x], dtype=float).clip(0.0, 1.0)
+        duals = {
+            ids[j]: abs(float(prob.get_constraint_by_name(name).pi or 0.0))
+            for j, name in rows.items()
+        }
+    else:
+        full = node_loads(model, np.ones(n_loc))
+        ratio = float(np.min(np.divide(cap, full, out=np.ones(n), where=full > 0), initial=1.0))
+        xv = np.full(n_loc, min(1.0, ratio))
+        duals = {}
+        status = f"solver failed ({pulp.LpStatus.get(prob.status, 'error')}): uniform fallback"
+    xv[model.rate <= 0] = 1.0
+    over = np.flatnonzero(model.background > headroom * np.asarray(capacity))
+    if over.size:
+        status += "; unsheddable overload on " + ",".join(ids[j] for j in over)
+    loads = node_loads(model, xv)
+    return ShedPlan(
+        method="lp",
+        locations=model.locations,
+        keep=settings(model, xv),
+        objective=weighted_output(model, xv),
+        node_loads={ids[j]: float(loads[j]) for j in range(n)},
+        shadow_prices=duals,
+        status=status,
+        solve_time_s=time.perf_counter() - t0,
+    )
+
+
+def _build(
+    model: ShedModel, cap: Array, upper: Array | None
+) -> tuple[pulp.LpProblem, list[pulp.LpVariable], dict[int, str]]:
+    """The LP: maximize weighted output under each node's capacity, a split's branches
+    keeping at most their parent's fraction; rows built in bulk (one affine expression each)."""
+    n_loc, n = model.load.shape
     ub = np.ones(n_loc) if upper is None else np.clip(upper, 0.0, 1.0)
     ub = np.where(model.rate <= 0, 1.0, ub)
     prob = pulp.LpProblem("shed", pulp.LpMaximize)
@@ -204,6 +241,11 @@ def solve_lp(
     for i, p in enumerate(model.parent):
         if p >= 0:
             prob += x[i] - x[p] <= 0, f"split_{i}"
+    return prob, x, rows
+
+
+def _solve(prob: pulp.LpProblem, solver: str, time_limit_s: float) -> tuple[bool, str]:
+    """Solve with HiGHS, falling back to CBC; (optimal?, status)."""
     status = "optimal"
     try:
         prob.solve(_solver(solver, time_limit_s))
@@ -217,31 +259,4 @@ def solve_lp(
             status = "optimal (cbc fallback)"
         except pulp.PulpSolverError:
             ok = False
-    if ok:
-        xv = np.array([v.value() or 0.0 for v in x], dtype=float).clip(0.0, 1.0)
-        duals = {
-            ids[j]: abs(float(prob.get_constraint_by_name(name).pi or 0.0))
-            for j, name in rows.items()
-        }
-    else:
-        full = node_loads(model, np.ones(n_loc))
-        ratio = float(np.min(np.divide(cap, full, out=np.ones(n), where=full > 0), initial=1.0))
-        xv = np.full(n_loc, min(1.0, ratio))
-        duals = {}
-        status = f"solver failed ({pulp.LpStatus.get(prob.status, 'error')}): uniform fallback"
-    xv[model.rate <= 0] = 1.0
-    if np.any(model.background > headroom * np.asarray(capacity)):
-        status += "; unsheddable overload on " + ",".join(
-            ids[j] for j in np.flatnonzero(model.background > headroom * np.asarray(capacity))
-        )
-    loads = node_loads(model, xv)
-    return ShedPlan(
-        method="lp",
-        locations=model.locations,
-        keep=settings(model, xv),
-        objective=weighted_output(model, xv),
-        node_loads={ids[j]: float(loads[j]) for j in range(n)},
-        shadow_prices=duals,
-        status=status,
-        solve_time_s=time.perf_counter() - t0,
-    )
+    return ok, status

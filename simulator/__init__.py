@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
-from simulator.model import SimResult, Simulator
+from simulator.model import Simulator
+from simulator.result import SimResult
 
 __all__ = ["SimResult", "Simulator"]

@@ -14,8 +14,6 @@ backlog unless the HA policy keeps it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
@@ -27,25 +25,11 @@ from core.scenario import FaultSpec, Scenario
 from core.topology import QueryNetwork, Units
 from core.workload import key_epochs, key_group_shares, rates
 from simulator.ha_model import HAModel
+from simulator.result import SimResult, log_frame, stream_series
 
 __all__ = ["SimResult", "Simulator"]
 
 Array = NDArray[np.float64]
-
-
-@dataclass
-class SimResult:
-    """Per-tick time series of a run, as pandas DataFrames (one row per tick)."""
-
-    node_load: pd.DataFrame
-    node_util: pd.DataFrame
-    backlog_s: pd.DataFrame
-    streams: pd.DataFrame
-    totals: dict[str, float]
-    plans: list[tuple[float, int, str]] = field(default_factory=list)
-    shed: pd.DataFrame | None = None
-    placement: pd.DataFrame | None = None  # units per node after each plan (index: time)
-    events: pd.DataFrame | None = None  # faults: time_s, kind, node
 
 
 class Simulator:
@@ -320,7 +304,7 @@ class Simulator:
         self.overhead *= 1.0 - frac
         self.recovery_q *= 1.0 - frac
         self.recovery_q[self.recovery_q < 1e-9] = 0.0
-        queued = self._queued()
+        queued = self.queued()
         completed = queued_before + adm - queued - self._lost_now
         # unit and node offered load in cores
         uload = (self.ucoeff @ adm) / self.tick_s
@@ -394,7 +378,7 @@ class Simulator:
                 left[i] = self.scenario.duration_s
         return left
 
-    def _queued(self) -> Array:
+    def queued(self) -> Array:
         masked = np.where(self.involved, self.B, 0.0)
         return np.asarray(masked.max(axis=0), dtype=float) if self.n else np.zeros(self.d)
 
@@ -425,44 +409,14 @@ class Simulator:
         t = self.t
         idx = pd.Index(np.arange(t) * self.tick_s, name="time_s")
         nodes = list(self.cluster.ids)
-        lat = self.rec["latency"][:t]
-        comp = self.rec["completed"][:t]
-        per_tick_lat = np.divide(
-            (lat * comp).sum(axis=1),
-            comp.sum(axis=1),
-            out=lat.mean(axis=1),
-            where=comp.sum(axis=1) > 0,
-        )
-        streams = pd.DataFrame(
-            {
-                "arrived": self.rec["arrived"][:t].sum(axis=1),
-                "admitted": self.rec["admitted"][:t].sum(axis=1),
-                "dropped": self.rec["dropped"][:t].sum(axis=1),
-                "completed": comp.sum(axis=1),
-                "queued": self.rec["queued"][:t].sum(axis=1),
-                "lost": self.rec["lost"][:t].sum(axis=1),
-                "latency_s": per_tick_lat,
-                "weighted_out": self.rec_wout[:t],
-            },
-            index=idx,
-        )
-        shed = pd.DataFrame(
-            [k for _, k in self.keep_log] or [np.ones(self.d)],
-            index=pd.Index([ts for ts, _ in self.keep_log] or [0.0], name="time_s"),
-            columns=list(self.net.streams),
-        )
         return SimResult(
             node_load=pd.DataFrame(self.rec_node_load[:t], index=idx, columns=nodes),
             node_util=pd.DataFrame(self.rec_util[:t], index=idx, columns=nodes),
             backlog_s=pd.DataFrame(self.rec_backlog[:t], index=idx, columns=nodes),
-            streams=streams,
+            streams=stream_series(self.rec, self.rec_wout, t, idx),
             totals=self.totals(),
             plans=list(self.plans),
-            shed=shed,
-            placement=pd.DataFrame(
-                [c for _, c in self.placement_log] or [np.zeros(self.n, dtype=np.int64)],
-                index=pd.Index([ts for ts, _ in self.placement_log] or [0.0], name="time_s"),
-                columns=nodes,
-            ),
+            shed=log_frame(self.keep_log, list(self.net.streams), np.ones(self.d)),
+            placement=log_frame(self.placement_log, nodes, np.zeros(self.n, dtype=np.int64)),
             events=pd.DataFrame(self.events, columns=["time_s", "kind", "node"]),
         )

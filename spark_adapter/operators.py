@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from core.scenario import Scenario
+from core.scenario import OperatorModel, Scenario
 
 __all__ = [
     "FOLD_COLUMNS",
@@ -102,31 +102,23 @@ class QuerySpec:
         return " AND ".join(conds) if conds else "true"
 
 
-def compile_query(scenario: Scenario) -> QuerySpec:
-    """The keyed stage of a scenario's query network.
+class _PathWalk:
+    """Follows the chains of stateless operators from the keyed operator back to the streams,
+    collecting each stream's side, per-row cost and filter predicates."""
 
-    Raises ``ValueError`` naming the operator when the network has a shape the Spark pipeline
-    cannot run (no keyed windowed operator, or a keyed operator that is not windowed).
-    """
-    ops = {o.id: o for o in scenario.operators}
-    keyed = [o for o in scenario.operators if o.kind in ("aggregate", "join")]
-    if not keyed:
-        raise ValueError("operators: the Spark pipeline needs a keyed windowed aggregate or join")
-    top = keyed[0]
-    if top.window is None:
-        raise ValueError(f"operators.{top.id}.window: a keyed operator needs a window on Spark")
-    streams = [s.id for s in scenario.streams]
-    predicates: dict[str, list[tuple[str, str, float]]] = {}
-    cost: dict[str, float] = {}
-    sides: dict[str, int] = {}
+    def __init__(self, scenario: Scenario) -> None:
+        self.ops = {o.id: o for o in scenario.operators}
+        self.streams = [s.id for s in scenario.streams]
+        self.sides: dict[str, int] = {}
+        self.cost: dict[str, float] = {}
+        self.predicates: dict[str, list[tuple[str, str, float]]] = {}
 
-    def walk(src: str, side: int) -> None:
-        # follow the chain of stateless operators from the keyed operator back to a stream
-        if src in streams:
-            sides[src] = side
-            cost.setdefault(src, 0.0)
+    def walk(self, src: str, side: int) -> None:
+        if src in self.streams:
+            self.sides[src] = side
+            self.cost.setdefault(src, 0.0)
             return
-        o = ops[src]
+        o = self.ops[src]
         if o.kind in ("aggregate", "join"):
             raise ValueError(
                 f"operators.{o.id}: only one keyed operator per path is supported on Spark"
@@ -136,32 +128,47 @@ def compile_query(scenario: Scenario) -> QuerySpec:
                 f"operators.{o.id}.inputs: stateless operators need one input on Spark"
             )
         for inp in o.inputs:
-            walk(inp, side)
-            leaves = [s for s in streams if sides.get(s) == side]
-            for s in leaves:
-                cost[s] = cost.get(s, 0.0) + o.cost_us
-                if o.kind == "filter" and {"column", "op", "value"} <= set(o.params):
-                    if o.params["op"] not in _OPS:
-                        raise ValueError(
-                            f"operators.{o.id}.params.op: unknown comparison {o.params['op']!r}"
-                        )
-                    predicates.setdefault(s, []).append(
-                        (str(o.params["column"]), str(o.params["op"]), float(o.params["value"]))
-                    )
+            self.walk(inp, side)
+            for s in [s for s in self.streams if self.sides.get(s) == side]:
+                self._add(o, s)
 
+    def _add(self, o: OperatorModel, stream: str) -> None:
+        self.cost[stream] = self.cost.get(stream, 0.0) + o.cost_us
+        if o.kind == "filter" and {"column", "op", "value"} <= set(o.params):
+            if o.params["op"] not in _OPS:
+                raise ValueError(
+                    f"operators.{o.id}.params.op: unknown comparison {o.params['op']!r}"
+                )
+            self.predicates.setdefault(stream, []).append(
+                (str(o.params["column"]), str(o.params["op"]), float(o.params["value"]))
+            )
+
+
+def compile_query(scenario: Scenario) -> QuerySpec:
+    """The keyed stage of a scenario's query network.
+
+    Raises ``ValueError`` naming the operator when the network has a shape the Spark pipeline
+    cannot run (no keyed windowed operator, or a keyed operator that is not windowed).
+    """
+    keyed = [o for o in scenario.operators if o.kind in ("aggregate", "join")]
+    if not keyed:
+        raise ValueError("operators: the Spark pipeline needs a keyed windowed aggregate or join")
+    top = keyed[0]
+    if top.window is None:
+        raise ValueError(f"operators.{top.id}.window: a keyed operator needs a window on Spark")
+    paths = _PathWalk(scenario)
     if top.kind == "join":
         if len(top.inputs) != 2:
             raise ValueError(f"operators.{top.id}.inputs: a join needs two inputs")
-        walk(top.inputs[0], 0)
-        walk(top.inputs[1], 1)
+        paths.walk(top.inputs[0], 0)
+        paths.walk(top.inputs[1], 1)
     else:
         for inp in top.inputs:
-            walk(inp, 0)
+            paths.walk(inp, 0)
     per_row = top.cost_us + sum(
         o.cost_us for o in scenario.operators if o.kind in ("aggregate",) and o.id != top.id
     )
-    for s in sides:
-        cost[s] = cost.get(s, 0.0) + per_row
+    cost = {s: paths.cost.get(s, 0.0) + per_row for s in paths.sides}
     agg = str(top.params.get("agg", "count")) if top.kind == "aggregate" else "count"
     if agg not in ("count", "sum", "avg", "min", "max"):
         raise ValueError(f"operators.{top.id}.params.agg: unknown aggregate {agg!r}")
@@ -172,9 +179,9 @@ def compile_query(scenario: Scenario) -> QuerySpec:
         size_s=top.window.size_s,
         slide_s=top.window.slide_s,
         key_groups=top.key_groups,
-        sides=sides,
-        predicates=predicates,
-        cost_us=cost,
+        sides=paths.sides,
+        predicates=paths.predicates,
+        cost_us={**paths.cost, **cost},
         merge_cost_us=top.merge_cost_us,
     )
 
@@ -218,6 +225,25 @@ def _window_range(q: QuerySpec, wm_prev: float, wm: float, panes: np.ndarray) ->
     return j_lo, j_hi
 
 
+PANE_KEYS = ["key", "kg", "side", "pane"]
+_AGG = {"cnt": ("cnt", "sum"), "sum": ("sum", "sum"), "mn": ("mn", "min"), "mx": ("mx", "max")}
+_FOLD_TYPES = {
+    "key": "Int64",
+    "kg": "Int32",
+    "side": "Int32",
+    "pane": "Int64",
+    "cnt": "float64",
+    "sum": "float64",
+    "mn": "float64",
+    "mx": "float64",
+    "pid": "Int32",
+    "prev_pid": "Int32",
+    "rows": "Int64",
+    "busy_s": "float64",
+    **{c: "Int64" for c in ("state_in", "moved", "late", "partials", "ev_lo", "ev_hi")},
+}
+
+
 def update_partition(
     rows: pd.DataFrame,
     q: QuerySpec,
@@ -231,124 +257,83 @@ def update_partition(
     Input rows may carry their ``event_id``; the T row reports the range it saw.
     """
     t0 = time.perf_counter()
-    inp = rows[rows["tag"] == "I"]
-    st = rows[rows["tag"] == "S"]
-    n_in = len(inp)
-    # the operators' per-tuple CPU cost
-    burn = (
-        sum(
-            float(costs_by_side.get(int(s), 0.0)) * int(c)
-            for s, c in inp["side"].value_counts().items()
-        )
+    inp, st = rows[rows["tag"] == "I"], rows[rows["tag"] == "S"]
+    _burn(
+        sum(costs_by_side.get(int(s), 0.0) * int(c) for s, c in inp["side"].value_counts().items())
         * 1e-6
     )
-    _burn(burn)
-    w = q.panes_per_window
     j_prev = (
         -math.inf
         if wm_prev in (-math.inf, math.inf)
         else math.floor((wm_prev - q.size_s) / q.slide_s + 1e-9)
     )
     late = inp["pane"].to_numpy() <= j_prev  # every window of these tuples was already emitted
-    inp = inp[~late]
-    cols = ["key", "kg", "side", "pane"]
-    vals = [*cols, "cnt", "sum", "mn", "mx"]
-    allp = _concat([inp[vals], st[vals]], vals).astype(
-        {
-            "key": "int64",
-            "kg": "int64",
-            "side": "int64",
-            "pane": "int64",
-            "cnt": "float64",
-            "sum": "float64",
-            "mn": "float64",
-            "mx": "float64",
-        }
-    )
-    # a fixed order makes float sums independent of shuffle-fetch order (replays are identical)
-    allp = allp.sort_values([*cols, "sum", "cnt"], kind="stable", ignore_index=True)
-    panes = allp.groupby(cols, sort=True, as_index=False).agg(
-        cnt=("cnt", "sum"), sum=("sum", "sum"), mn=("mn", "min"), mx=("mx", "max")
-    )
-    pv = panes["pane"].to_numpy()
-    j_lo, j_hi = _window_range(q, wm_prev, wm, pv)
-    out = []
-    if len(panes) and j_hi >= j_lo:
-        first = np.maximum(pv - w + 1, j_lo)
-        last = np.minimum(pv, j_hi)
-        reps = np.maximum(last - first + 1, 0)
-        idx = np.repeat(np.arange(len(panes)), reps)
-        offs = np.arange(reps.sum()) - np.repeat(np.cumsum(reps) - reps, reps)
-        ex = panes.iloc[idx].reset_index(drop=True)
-        ex["pane"] = (first[idx] + offs).astype(np.int64)  # now the window index j
-        o = ex.groupby(cols, sort=True, as_index=False).agg(
-            cnt=("cnt", "sum"), sum=("sum", "sum"), mn=("mn", "min"), mx=("mx", "max")
-        )
-        o["tag"] = "O"
-        out.append(o)
-        n_partials = len(o)
-    else:
-        n_partials = 0
+    panes = _fold_panes(inp[~late], st)
+    j_lo, j_hi = _window_range(q, wm_prev, wm, panes["pane"].to_numpy())
+    partials = _emit_windows(panes, q.panes_per_window, j_lo, j_hi)
     if wm == math.inf:
-        keep = panes.iloc[0:0]  # the final flush: every window is closed
+        state = panes.iloc[0:0]  # the final flush: every window is closed
     else:
-        keep = panes[panes["pane"] > j_hi] if j_hi >= j_lo or wm != -math.inf else panes
-    s_out = keep.copy()
-    s_out["tag"] = "S"
-    out.append(s_out)
-    moved = int((st["prev_pid"] != pid).sum()) if len(st) else 0
-    ids = rows.loc[rows["tag"] == "I", "event_id"] if "event_id" in rows else pd.Series([])
-    busy = time.perf_counter() - t0
-    out.append(
-        pd.DataFrame(
-            {
-                "tag": ["T"],
-                "rows": [n_in],
-                "busy_s": [busy],
-                "state_in": [len(st)],
-                "moved": [moved],
-                "late": [int(late.sum())],
-                "partials": [n_partials],
-                "ev_lo": [int(ids.min()) if len(ids) else -1],
-                "ev_hi": [int(ids.max()) if len(ids) else -1],
-            }
-        )
-    )
-    if n_in:
-        kgc = inp["kg"].value_counts()
-        out.append(
-            pd.DataFrame({"tag": "K", "kg": kgc.index.astype(np.int32), "rows": kgc.to_numpy()})
-        )
-        kc = rows[rows["tag"] == "I"].groupby(["key", "side"]).size().reset_index(name="rows")
-        kc["tag"] = "H"
-        out.append(kc)
-    res = _concat(out, FOLD_COLUMNS)
+        state = panes[panes["pane"] > j_hi] if j_hi >= j_lo or wm != -math.inf else panes
+    ids = inp["event_id"] if "event_id" in inp else pd.Series([], dtype="int64")
+    load = {
+        "tag": ["T"],
+        "rows": [len(inp)],
+        "state_in": [len(st)],
+        "moved": [int((st["prev_pid"] != pid).sum()) if len(st) else 0],
+        "late": [int(late.sum())],
+        "partials": [len(partials)],
+        "ev_lo": [int(ids.min()) if len(ids) else -1],
+        "ev_hi": [int(ids.max()) if len(ids) else -1],
+        "busy_s": [time.perf_counter() - t0],
+    }
+    out = [partials.assign(tag="O"), state.assign(tag="S"), pd.DataFrame(load)]
+    if len(inp):
+        out += _key_counts(inp[~late], inp)
+    return _typed(_concat(out, FOLD_COLUMNS), pid)
+
+
+def _fold_panes(inp: pd.DataFrame, st: pd.DataFrame) -> pd.DataFrame:
+    """Input and state rows summed per (key, kg, side, pane), in a fixed order so float sums
+    do not depend on the shuffle's fetch order (replays are identical)."""
+    vals = [*PANE_KEYS, "cnt", "sum", "mn", "mx"]
+    types = {c: ("int64" if c in PANE_KEYS else "float64") for c in vals}
+    allp = _concat([inp[vals], st[vals]], vals).astype(types)
+    allp = allp.sort_values([*PANE_KEYS, "sum", "cnt"], kind="stable", ignore_index=True)
+    return allp.groupby(PANE_KEYS, sort=True, as_index=False).agg(**_AGG)
+
+
+def _emit_windows(panes: pd.DataFrame, w: int, j_lo: int, j_hi: int) -> pd.DataFrame:
+    """Partials of windows j_lo..j_hi (``pane`` becomes the window index j): each pane feeds
+    the ``w`` windows that contain it."""
+    if not len(panes) or j_hi < j_lo:
+        return panes.iloc[0:0]
+    pv = panes["pane"].to_numpy()
+    first = np.maximum(pv - w + 1, j_lo)
+    reps = np.maximum(np.minimum(pv, j_hi) - first + 1, 0)
+    idx = np.repeat(np.arange(len(panes)), reps)
+    offs = np.arange(reps.sum()) - np.repeat(np.cumsum(reps) - reps, reps)
+    ex = panes.iloc[idx].reset_index(drop=True)
+    ex["pane"] = (first[idx] + offs).astype(np.int64)
+    return ex.groupby(PANE_KEYS, sort=True, as_index=False).agg(**_AGG)
+
+
+def _key_counts(kept: pd.DataFrame, inp: pd.DataFrame) -> list[pd.DataFrame]:
+    """K rows (input rows per key group, late rows aside) and H rows (per key and side)."""
+    kgc = kept["kg"].value_counts()
+    k = pd.DataFrame({"tag": "K", "kg": kgc.index.astype(np.int32), "rows": kgc.to_numpy()})
+    h = inp.groupby(["key", "side"]).size().reset_index(name="rows")
+    return [k, h.assign(tag="H")]
+
+
+def _typed(res: pd.DataFrame, pid: int) -> pd.DataFrame:
+    """The fold's rows in ``FOLD_COLUMNS`` order and types, tagged with their partition."""
     res["pid"] = pid
     res["prev_pid"] = pid
     for c in FOLD_COLUMNS:
         if c not in res.columns:
             res[c] = None
-    res = res[FOLD_COLUMNS]
-    int_cols = {
-        "key": "Int64",
-        "kg": "Int32",
-        "side": "Int32",
-        "pane": "Int64",
-        "pid": "Int32",
-        "prev_pid": "Int32",
-        "rows": "Int64",
-        **{c: "Int64" for c in ("state_in", "moved", "late", "partials", "ev_lo", "ev_hi")},
-    }
-    return res.astype(
-        {
-            **int_cols,
-            "cnt": "float64",
-            "sum": "float64",
-            "mn": "float64",
-            "mx": "float64",
-            "busy_s": "float64",
-        }
-    )
+    return res[FOLD_COLUMNS].astype(_FOLD_TYPES)
 
 
 def merge_partials(o: pd.DataFrame, q: QuerySpec) -> pd.DataFrame:

@@ -19,10 +19,11 @@ import signal
 import sqlite3
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Lease", "run_driver", "wait_for_holder"]
+__all__ = ["DriverOptions", "Lease", "run_driver", "wait_for_holder"]
 
 
 class Lease:
@@ -105,19 +106,23 @@ def _warm_up(spark: Any, partitions: int) -> None:
     ).count()
 
 
+@dataclass(frozen=True)
+class DriverOptions:
+    """How ``run_driver`` runs (see its docstring); the defaults are the CLI's."""
+
+    master: str = "local[2]"
+    partitions: int = 2
+    lease_ttl_s: float = 3.0
+    snapshot_every: int = 2
+    kill_after_output: int | None = None
+    result_file: str | Path | None = None
+    mtbf_s: float | None = None
+    trigger_s: float | None = None
+    window_drops: bool = False
+
+
 def run_driver(
-    workdir: str | Path,
-    scenario_path: str,
-    role: str,
-    master: str = "local[2]",
-    partitions: int = 2,
-    lease_ttl_s: float = 3.0,
-    snapshot_every: int = 2,
-    kill_after_output: int | None = None,
-    result_file: str | Path | None = None,
-    mtbf_s: float | None = None,
-    trigger_s: float | None = None,
-    window_drops: bool = False,
+    workdir: str | Path, scenario_path: str, role: str, **options: Any
 ) -> dict[str, Any]:
     """Run a pipeline driver as ``primary`` or warm ``standby`` over ``workdir``'s input log.
 
@@ -126,81 +131,112 @@ def run_driver(
     Without ``trigger_s`` the driver processes the segments present and closes every window;
     with it, it follows the log live, a micro-batch every ``trigger_s`` seconds, until the log
     is closed (then it closes the windows) or SIGTERM/SIGINT (then it drains what has arrived
-    and stops with the windows open, for the next driver to restore).
+    and stops with the windows open, for the next driver to restore). ``options`` are the
+    fields of ``DriverOptions``.
     """
-    if trigger_s is not None and trigger_s <= 0:
-        raise ValueError(f"trigger_s must be positive, got {trigger_s}")
-    from core.scenario import load_scenario
-    from spark_adapter.faults import publish_app, serve_lose_requests
-    from spark_adapter.operators import compile_query
-    from spark_adapter.pipeline import PipelineOptions, SparkPipeline
-    from spark_adapter.session import make_session
-
+    o = DriverOptions(**options)
+    if o.trigger_s is not None and o.trigger_s <= 0:
+        raise ValueError(f"trigger_s must be positive, got {o.trigger_s}")
     if role not in ("primary", "standby"):
         raise ValueError(f"role: expected 'primary' or 'standby', got {role!r}")
+    from core.scenario import load_scenario
+    from spark_adapter.session import make_session
+
     work = Path(workdir)
-    holder = f"{role}-{os.getpid()}"
-    lease = Lease(work / "lease.sqlite", lease_ttl_s)
-    t_start = time.time()
+    times: dict[str, float | None] = {"t_start": time.time()}
     spark = make_session(
-        master, f"trimtab-driver-{role}", {"spark.sql.shuffle.partitions": str(partitions)}
+        o.master, f"trimtab-driver-{role}", {"spark.sql.shuffle.partitions": str(o.partitions)}
     )
-    _warm_up(spark, partitions)
-    sc = load_scenario(scenario_path)
-    opts = PipelineOptions(
-        partitions,
-        snapshot_every=snapshot_every,
-        snapshot_mtbf_s=mtbf_s,  # Young/Daly from the measured snapshot cost, starting at k
-        snapshot_max_every=max(50, snapshot_every),
-        retention="passive",
-        window_drops=window_drops,
-    )
-    pipe = SparkPipeline(spark, compile_query(sc), work, opts)
-    epoch: int | None = None
-    give_up = (
-        time.time() + 2 * lease_ttl_s + 1
-    )  # a primary waits out a dead holder's lease, no longer
-    last_follow = 0.0
-    while epoch is None:
-        epoch = lease.acquire(holder)
-        if epoch is None:
-            if role == "primary" and time.time() > give_up:
-                raise RuntimeError("lease: another driver holds the lease")
-            if role == "standby" and time.time() - last_follow > 1.0:
-                pipe.restore()  # follow the primary's commits: the state stays warm
-                last_follow = time.time()
-            time.sleep(0.1)
-    t_lease = time.time()
+    _warm_up(spark, o.partitions)
+    pipe = _driver_pipeline(spark, load_scenario(scenario_path), work, o)
+    lease = Lease(work / "lease.sqlite", o.lease_ttl_s)
+    holder = f"{role}-{os.getpid()}"
+    epoch = _acquire(lease, holder, role, pipe)
+    times["t_lease"] = time.time()
     stop = threading.Event()
 
     def heartbeat() -> None:
-        while not stop.wait(lease_ttl_s / 3):
+        while not stop.wait(o.lease_ttl_s / 3):
             if not lease.renew(holder, epoch):
                 return
 
     threading.Thread(target=heartbeat, daemon=True).start()
     pipe.fence = lambda: lease.valid(epoch)
+    first_commit = _wire_driver(spark, pipe, work, o)
+    restored = pipe.restore()
+    times["t_restored"] = time.time()
+    ended = _run(pipe, o.trigger_s)
+    stop.set()
+    times["t_first_commit"] = first_commit[0] if first_commit else None
+    times["t_end"] = time.time()
+    result = {"role": role, "epoch": epoch, "pid": os.getpid(), "restored_through": restored}
+    result |= times | {"batches": sorted(pipe.stats), "ended": ended}
+    result |= {"committed": pipe.log.committed(), "trim_log": pipe.trim_log}
+    if o.result_file is not None:
+        Path(o.result_file).write_text(json.dumps(result))
+    pipe.cleanup()
+    with contextlib.suppress(Exception):
+        spark.stop()
+    return result
+
+
+def _driver_pipeline(spark: Any, sc: Any, work: Path, o: DriverOptions) -> Any:
+    """The driver's pipeline: passive standby snapshots, the log retained past them."""
+    from spark_adapter.operators import compile_query
+    from spark_adapter.pipeline import PipelineOptions, SparkPipeline
+
+    opts = PipelineOptions(
+        o.partitions,
+        snapshot_every=o.snapshot_every,
+        snapshot_mtbf_s=o.mtbf_s,  # Young/Daly from the measured snapshot cost, starting at k
+        snapshot_max_every=max(50, o.snapshot_every),
+        retention="passive",
+        window_drops=o.window_drops,
+    )
+    return SparkPipeline(spark, compile_query(sc), work, opts)
+
+
+def _acquire(lease: Lease, holder: str, role: str, pipe: Any) -> int:
+    """Wait for the lease; a standby follows the primary's commits meanwhile (its state stays
+    warm), a primary waits out a dead holder's lease and no longer."""
+    give_up = time.time() + 2 * lease.ttl_s + 1
+    last_follow = 0.0
+    while True:
+        epoch = lease.acquire(holder)
+        if epoch is not None:
+            return epoch
+        if role == "primary" and time.time() > give_up:
+            raise RuntimeError("lease: another driver holds the lease")
+        if role == "standby" and time.time() - last_follow > 1.0:
+            pipe.restore()
+            last_follow = time.time()
+        time.sleep(0.1)
+
+
+def _wire_driver(spark: Any, pipe: Any, work: Path, o: DriverOptions) -> list[float]:
+    """Fault injection hooks, ``app.json`` for ``trimtab inject``, and the first commit's
+    time (returned list, filled by the first batch)."""
+    from spark_adapter.faults import publish_app, serve_lose_requests
+
     first_commit: list[float] = []
 
     def hook(batch_id: int, phase: str) -> None:
-        if (
-            phase == "output_written"
-            and kill_after_output is not None
-            and batch_id == kill_after_output
-        ):
+        if phase == "output_written" and batch_id == o.kill_after_output:
             os.kill(os.getpid(), signal.SIGKILL)  # crash between the output and its commit
-
-    pipe.fault_hook = hook
-    publish_app(spark, work, master)  # `trimtab inject` finds the driver doing the work
 
     def on_batch(st: Any) -> None:
         if not first_commit:
             first_commit.append(time.time())
         serve_lose_requests(spark, work)
 
+    pipe.fault_hook = hook
     pipe.on_batch = on_batch
-    restored = pipe.restore()
-    t_restored = time.time()
+    publish_app(spark, work, o.master)  # `trimtab inject` finds the driver doing the work
+    return first_commit
+
+
+def _run(pipe: Any, trigger_s: float | None) -> bool:
+    """Process the log (at once, or live until closed or signalled); flush when it ended."""
     if trigger_s is None:
         pipe.run_available()
         ended = True
@@ -212,25 +248,4 @@ def run_driver(
         ended = pipe.run_stream(trigger_s, halt)
     if ended:
         pipe.flush()
-    stop.set()
-    result = {
-        "role": role,
-        "epoch": epoch,
-        "pid": os.getpid(),
-        "restored_through": restored,
-        "t_start": t_start,
-        "t_lease": t_lease,
-        "t_restored": t_restored,
-        "t_first_commit": first_commit[0] if first_commit else None,
-        "t_end": time.time(),
-        "batches": sorted(pipe.stats),
-        "ended": ended,
-        "committed": pipe.log.committed(),
-        "trim_log": pipe.trim_log,
-    }
-    if result_file is not None:
-        Path(result_file).write_text(json.dumps(result))
-    pipe.cleanup()
-    with contextlib.suppress(Exception):
-        spark.stop()
-    return result
+    return ended

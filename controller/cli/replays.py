@@ -21,70 +21,74 @@ from controller.cli.common import (
     progress,
     table,
 )
+from controller.scenario import ScenarioFile
+
+ScenarioArg = Annotated[Path, typer.Argument(help="scenario file (YAML)")]
+MasterOpt = Annotated[
+    str,
+    typer.Option(help="Spark master: local[2], local-cluster[2,1,1024] or spark://127.0.0.1:7077"),
+]
+PlacementOpt = Annotated[
+    str | None, typer.Option(help="placement method; default from the scenario")
+]
+SeedOpt = Annotated[int | None, typer.Option(help="workload seed; default from the scenario")]
+SheddingOpt = Annotated[str | None, typer.Option(help="lp, fit, uniform, local or none")]
+BatchesOpt = Annotated[
+    int, typer.Option(min=1, help="Spark: micro-batches (input segments) to replay")
+]
+PartitionerOpt = Annotated[
+    str | None, typer.Option(help="Spark: hot-key partitioner (hash, pkg, dchoices, wchoices, ...)")
+]
+PartitionsOpt = Annotated[int, typer.Option(min=1, help="Spark: partitions of the keyed stage")]
+ScaleOpt = Annotated[
+    float, typer.Option(min=0.0001, help="Spark: input rate scale (fit the machine)")
+]
+WorkdirOpt = Annotated[
+    Path | None, typer.Option(help="Spark: working directory (input log, plans, output)")
+]
+WarmupOpt = Annotated[
+    int,
+    typer.Option(
+        min=0,
+        help="Spark: batches left out of the timing statistics (steady state: until the "
+        "first full window closes)",
+    ),
+]
+ReportOpt = Annotated[
+    Path | None, typer.Option(help="write CSV series, PNG plots and report.html here")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object on stdout")]
 
 
 @app.command()
 def replay(
-    scenario: Annotated[Path, typer.Argument(help="scenario file (YAML)")],
+    scenario: ScenarioArg,
     substrate: Annotated[str, typer.Option(help="sim (the simulator) or spark")] = "sim",
-    placement: Annotated[
-        str | None, typer.Option(help="placement method; default from the scenario")
-    ] = None,
+    placement: PlacementOpt = None,
     ticks: Annotated[int | None, typer.Option(help="stop after N ticks")] = None,
-    seed: Annotated[
-        int | None, typer.Option(help="workload seed; default from the scenario")
-    ] = None,
-    shedding: Annotated[str | None, typer.Option(help="lp, fit, uniform, local or none")] = None,
-    master: Annotated[
-        str,
-        typer.Option(
-            help="Spark master: local[2], local-cluster[2,1,1024] or spark://127.0.0.1:7077"
-        ),
-    ] = "local[2]",
-    batches: Annotated[
-        int, typer.Option(min=1, help="Spark: micro-batches (input segments) to replay")
-    ] = 10,
-    partitioner: Annotated[
-        str | None,
-        typer.Option(help="Spark: hot-key partitioner (hash, pkg, dchoices, wchoices, ...)"),
-    ] = None,
-    partitions: Annotated[
-        int, typer.Option(min=1, help="Spark: partitions of the keyed stage")
-    ] = 2,
-    scale: Annotated[
-        float, typer.Option(min=0.0001, help="Spark: input rate scale (fit the machine)")
-    ] = 0.1,
-    workdir: Annotated[
-        Path | None, typer.Option(help="Spark: working directory (input log, plans, output)")
-    ] = None,
-    warmup_batches: Annotated[
-        int,
-        typer.Option(
-            min=0,
-            help="Spark: batches left out of the timing statistics (steady state: until the "
-            "first full window closes)",
-        ),
-    ] = 1,
-    report: Annotated[
-        Path | None, typer.Option(help="write CSV series, PNG plots and report.html here")
-    ] = None,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="print one JSON object on stdout")
-    ] = False,
+    seed: SeedOpt = None,
+    shedding: SheddingOpt = None,
+    master: MasterOpt = "local[2]",
+    batches: BatchesOpt = 10,
+    partitioner: PartitionerOpt = None,
+    partitions: PartitionsOpt = 2,
+    scale: ScaleOpt = 0.1,
+    workdir: WorkdirOpt = None,
+    warmup_batches: WarmupOpt = 1,
+    report: ReportOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Replay a scenario end to end with the controller in the loop and print a summary.
 
     Example: trimtab replay scenarios/anticorrelated-diurnal.yaml --json
     """
-    from controller.replay import replay_sim
-
     sc = load(scenario)
     if substrate not in ("sim", "spark"):
         fail(f"--substrate: {substrate!r} is not a substrate (use 'sim' or 'spark')")
-    if substrate == "spark":
-        from controller.spark_replay import replay_spark
+    try:
+        if substrate == "spark":
+            from controller.spark_replay import replay_spark
 
-        try:
             res = replay_spark(
                 sc,
                 master=master,
@@ -97,30 +101,37 @@ def replay(
                 workdir=workdir,
                 warmup_batches=warmup_batches,
             )
-        except ValueError as e:
-            fail(str(e))
-        _finish(res, report, json_out, sc.name)
-        return
-    prog = progress(not json_out)
-    try:
-        if prog is None:
-            res = replay_sim(sc, placement=placement, ticks=ticks, seed=seed, shedding=shedding)
         else:
-            with prog:
-                task = prog.add_task(
-                    f"replay {sc.name}", total=sc.ticks if ticks is None else ticks
-                )
-                res = replay_sim(
-                    sc,
-                    placement=placement,
-                    ticks=ticks,
-                    seed=seed,
-                    progress=lambda t, _n: prog.update(task, completed=t),
-                    shedding=shedding,
-                )
+            res = _replay_sim(sc, placement, ticks, seed, shedding, not json_out)
     except ValueError as e:
         fail(str(e))
     _finish(res, report, json_out, sc.name)
+
+
+def _replay_sim(
+    sc: ScenarioFile,
+    placement: str | None,
+    ticks: int | None,
+    seed: int | None,
+    shedding: str | None,
+    show_progress: bool,
+) -> Any:
+    """A simulator replay, with a progress bar on a terminal."""
+    from controller.replay import replay_sim
+
+    prog = progress(show_progress)
+    if prog is None:
+        return replay_sim(sc, placement=placement, ticks=ticks, seed=seed, shedding=shedding)
+    with prog:
+        task = prog.add_task(f"replay {sc.name}", total=sc.ticks if ticks is None else ticks)
+        return replay_sim(
+            sc,
+            placement=placement,
+            ticks=ticks,
+            seed=seed,
+            progress=lambda t, _n: prog.update(task, completed=t),
+            shedding=shedding,
+        )
 
 
 def _finish(res: Any, report: Path | None, json_out: bool, name: str) -> None:

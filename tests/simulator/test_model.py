@@ -96,4 +96,4 @@ def test_migration_moves_backlog_and_counts() -> None:
     new[0] = (new[0] + 1) % sim.n
     sim.apply(Plan(version=1, placement=Placement.from_array(sim.units.ids, sim.cluster.ids, new)))
     assert sim.migrations == 1
-    assert sim._queued().sum() == pytest.approx(q)
+    assert sim.queued().sum() == pytest.approx(q)

@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from controller.scenario import load_scenario
 from controller.testing import assert_matches_reference, key_group_plan
-from core.hashing import stable_hash, stable_mod
+from core.hashing import stable_mod, stable_uniform
 from core.plans import Plan, RoutingConfig
 from shedding.drops import keep_mask
 from spark_adapter import batch_compiler as bc
@@ -67,9 +67,7 @@ def test_every_row_lands_in_the_planned_partition(spark, tmp_path: Path) -> None
     assert len(got) > 0
     assert (got["pid"] == got["part"]).all()  # repartitionById is exact
     exp = np.asarray(table)[stable_mod(got["key"].to_numpy(), q.key_groups)]
-    u = (
-        stable_hash(got["event_id"].to_numpy(), ROUTE_SEED).view(np.uint64) >> np.uint64(11)
-    ) / float(1 << 53)
+    u = stable_uniform(got["event_id"].to_numpy(), ROUTE_SEED)
     hot = got["key"].to_numpy() == 0
     exp[hot] = np.where(u[hot] < 0.25, 1, 2)
     np.testing.assert_array_equal(
