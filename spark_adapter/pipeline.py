@@ -409,22 +409,21 @@ class SparkPipeline:
         """All committed output, one frame (key, window_start, value), sorted."""
         return verification.committed_output(self.output_dir, self.log.committed())
 
-    def _ranges(self) -> dict[int, tuple[int, int]]:
-        return {b: st.event_range for b, st in self.stats.items()}
+    def pinned(self) -> verification.PinnedRun:
+        """What this pipeline's processed batches pinned, for verification."""
+        ranges = {b: st.event_range for b, st in self.stats.items()}
+        pins = self.log.pin_rows()
+        return verification.PinnedRun(self.q, pins, self.plans, ranges, self.opts.window_drops)
 
     def pinned_keep(self, events: pd.DataFrame) -> tuple[Any, Any]:
         """Per input row: kept by its batch's pinned drops, and covered by a processed batch."""
-        return verification.pinned_keep(
-            events, self.q, self.log.pin_rows(), self.plans, self._ranges(), self.opts.window_drops
-        )
+        return verification.pinned_keep(events, self.pinned())
 
     def reference(self, events: pd.DataFrame | None = None) -> tuple[pd.DataFrame, int]:
         """Expected output from the input (default: the input log) with each batch's pinned
         drops, and the drop count."""
         events = self.input.read() if events is None else events
-        return verification.reference(
-            events, self.q, self.log.pin_rows(), self.plans, self._ranges(), self.opts.window_drops
-        )
+        return verification.reference(events, self.pinned())
 
     def cleanup(self) -> None:
         """Unpersist cached state and close the plan log."""

@@ -11,6 +11,7 @@ duplicated nothing. No pyspark import.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,7 @@ from spark_adapter.operators import QuerySpec, reference_output
 __all__ = [
     "VALUE_ATOL",
     "VALUE_RTOL",
+    "PinnedRun",
     "committed_output",
     "output_mismatch",
     "pinned_keep",
@@ -70,35 +72,41 @@ def output_mismatch(got: pd.DataFrame, exp: pd.DataFrame) -> str | None:
     return None
 
 
-def pinned_keep(
-    events: pd.DataFrame,
-    q: QuerySpec,
-    pins: Sequence[PinRow],
-    plans: PlanStore,
-    ranges: Mapping[int, tuple[int, int]],
-    window_drops: bool,
-) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class PinnedRun:
+    """What a run pinned: the query, the plan log's pins, the plan store, each processed
+    batch's event-id range, and whether it shed whole windows."""
+
+    q: QuerySpec
+    pins: Sequence[PinRow]
+    plans: PlanStore
+    ranges: Mapping[int, tuple[int, int]]
+    window_drops: bool
+
+    def version_keep(self, version: int) -> float:
+        """The window keep of a pinned plan version."""
+        return window_keep(self.plans.load(version), self.q)
+
+
+def pinned_keep(events: pd.DataFrame, run: PinnedRun) -> tuple[np.ndarray, np.ndarray]:
     """Per input row: kept by its batch's pinned drops (True outside every batch), and covered
-    by a processed batch (``ranges``: each processed batch's event-id range)."""
+    by a processed batch."""
+    q, pins, plans = run.q, run.pins, run.plans
     keep = np.ones(len(events), dtype=bool)
     covered = np.zeros(len(events), dtype=bool)
     ids = events["event_id"].to_numpy()
     panes = np.floor(events["ts"].to_numpy() / q.slide_s).astype(np.int64)
     w = q.panes_per_window
     by_batch = {p.batch_id: p for p in pins}
-
-    def version_keep(v: int) -> float:
-        return window_keep(plans.load(v), q)
-
-    for b, (lo, hi) in ranges.items():
+    for b, (lo, hi) in run.ranges.items():
         if lo < 0:
             continue
         pin = by_batch[b]
         plan = plans.load(pin.plan_version)
         sel = (ids >= lo) & (ids <= hi)
         covered |= sel
-        if window_drops:
-            f = drop_floors(b, pin.wm_prev, window_keep(plan, q), pins, version_keep, q)
+        if run.window_drops:
+            f = drop_floors(b, pin.wm_prev, window_keep(plan, q), pins, run.version_keep, q)
             th, val = [t for t, _ in f.steps], [v for _, v in f.steps]
             keep[sel] = floor_keep_mask(panes[sel], w, q.slide_s, block_size(w), th, val, f.default)
             continue
@@ -134,22 +142,14 @@ def windows_emitted(
     return ok
 
 
-def reference(
-    events: pd.DataFrame,
-    q: QuerySpec,
-    pins: Sequence[PinRow],
-    plans: PlanStore,
-    ranges: Mapping[int, tuple[int, int]],
-    window_drops: bool,
-) -> tuple[pd.DataFrame, int]:
+def reference(events: pd.DataFrame, run: PinnedRun) -> tuple[pd.DataFrame, int]:
     """Expected output from ``events`` with each batch's pinned drops, and the drop count."""
-    keep, _ = pinned_keep(events, q, pins, plans, ranges, window_drops)
-    out = reference_output(events, q, pd.Series(keep))
-    if window_drops:
-        emitted = windows_emitted(
-            out["window_start"].to_numpy(), q, pins, lambda v: window_keep(plans.load(v), q)
-        )
-        out = out[emitted].reset_index(drop=True)
+    keep, _ = pinned_keep(events, run)
+    out = reference_output(events, run.q, pd.Series(keep))
+    if run.window_drops:
+        starts = out["window_start"].to_numpy()
+        out = out[windows_emitted(starts, run.q, run.pins, run.version_keep)]
+        out = out.reset_index(drop=True)
     return out, int((~keep).sum())
 
 
