@@ -32,13 +32,28 @@ __all__ = [
 DEMO_PLACEMENTS: tuple[str, ...] = ("llf", "correlation-oneway", "correlation-selective", "rod")
 
 
-class LeastLoaded:
+class _Base:
+    """What every placement method shares: its parameters, no initial note, no global step."""
+
+    name = "base"
+    initial_note = ""
+
+    def __init__(self, params: dict[str, float] | None = None) -> None:
+        self.params = dict(params or {})
+
+    def rebalance(
+        self, ctx: Context, unit_x: Array, assign: IntArray, alive: np.ndarray
+    ) -> RebalanceResult:
+        return RebalanceResult(assign.copy(), f"{self.name}: static placement, no periodic moves")
+
+    def skip_global_step(self) -> None:
+        """Only correlation placement has a global step to skip."""
+
+
+class LeastLoaded(_Base):
     """The static baseline: least-loaded fill at start; later rounds only evacuate dead nodes."""
 
     name = "least-loaded"
-
-    def __init__(self, params: dict[str, float] | None = None) -> None:
-        self.params = params or {}
 
     def initial(self, ctx: Context, unit_x: Array | None) -> IntArray:
         load = ctx.expected_unit_load() if unit_x is None else loadstats.means(unit_x)
@@ -48,18 +63,6 @@ class LeastLoaded:
         self, ctx: Context, unit_x: Array, assign: IntArray, alive: np.ndarray
     ) -> RebalanceResult:
         return RebalanceResult(assign.copy(), "static placement: no periodic moves")
-
-
-class _Base:
-    name = "base"
-
-    def __init__(self, params: dict[str, float] | None = None) -> None:
-        self.params = dict(params or {})
-
-    def rebalance(
-        self, ctx: Context, unit_x: Array, assign: IntArray, alive: np.ndarray
-    ) -> RebalanceResult:
-        return RebalanceResult(assign.copy(), f"{self.name}: static placement, no periodic moves")
 
 
 class Static(_Base):
@@ -129,6 +132,10 @@ class Correlation(_Base):
             **{k: float(v) for k, v in self.params.items() if k in fields}
         )  # type: ignore[arg-type]
         self.global_done = False
+
+    def skip_global_step(self) -> None:
+        """Another method made the initial placement: pair-wise rounds from the start."""
+        self.global_done = True
 
     def initial(self, ctx: Context, unit_x: Array | None) -> IntArray:
         if unit_x is None or unit_x.shape[1] < self.p.min_samples:

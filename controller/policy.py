@@ -67,9 +67,14 @@ class PlacementMethod(Protocol):
     """A placement algorithm as the controller sees it."""
 
     name: str
+    initial_note: str  # how the initial placement was made, for the decision log
 
     def initial(self, ctx: Context, unit_x: Array | None) -> IntArray:
         """Initial assignment from the model (``unit_x`` is None) or from a warm-up window."""
+        ...
+
+    def skip_global_step(self) -> None:
+        """Another method made the initial placement: start with the periodic rounds."""
         ...
 
     def rebalance(
@@ -119,7 +124,7 @@ class ControlPolicy:
             policy=self.ctx.settings.ha.policy,
             checkpoint_interval=self.ctx.settings.ha.checkpoint_interval,
         )
-        note = getattr(self.initial, "initial_note", "")
+        note = self.initial.initial_note
         reason = f"initial placement by {self.initial.name}" + (f": {note}" if note else "")
         return Plan(version=0, placement=pl, ha=ha, reason=reason)
 

@@ -15,7 +15,7 @@ import numpy as np
 from core.cluster import alive_mask
 from core.hashing import stable_mod
 from core.observation import Observation
-from core.plans import Placement, RoutingConfig
+from core.plans import Placement, RoutingConfig, key_group_table
 from partitioners.batch_split import split_hot_keys
 from partitioners.registry import NAMES
 
@@ -40,19 +40,11 @@ class RoutingPolicy:
             min_change,
         )
 
-    def table(self, placement: Placement) -> tuple[int, ...]:
-        """Key group -> partition from the placement's units."""
-        ids = placement.units
-        uid = (lambda kg: self.op_id) if self.groups == 1 else (lambda kg: f"{self.op_id}#{kg}")
-        return tuple(
-            int(placement.assignment[ids.index(uid(kg))]) % self.n for kg in range(self.groups)
-        )
-
     def decide(
         self, obs: Observation, placement: Placement, current: RoutingConfig
     ) -> tuple[RoutingConfig | None, str, dict[str, Any]]:
         """The routing for the next batches, or None to keep ``current``."""
-        table = self.table(placement)
+        table = key_group_table(placement, self.op_id, self.groups, self.n)
         kc = obs.key_counts
         hot: dict[int, tuple[tuple[int, float], ...]] = {}
         if kc.size and self.name not in ("hash", "shuffle"):

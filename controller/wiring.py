@@ -77,8 +77,7 @@ def make_policy(
     initial = None
     if s.initial:
         initial = placement_method(s.initial, s.params, "controller.placement.initial")
-        if hasattr(method, "global_done"):
-            method.global_done = True
+        method.skip_global_step()
     return ControlPolicy(
         ctx or make_context(scenario), method, initial, routing=routing, in_blackout=in_blackout
     )

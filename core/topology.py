@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from core.plans import unit_id
+
 __all__ = ["OperatorSpec", "QueryNetwork", "TopologyError", "Units"]
 
 OPERATOR_KINDS = ("filter", "map", "udf", "aggregate", "join", "union", "sink")
@@ -213,7 +215,7 @@ class QueryNetwork:
             share = np.full(g, 1.0 / g) if shares is None else np.asarray(shares[i], float)
             first.append(len(ids))
             for kg in range(g):
-                ids.append(op.id if g == 1 else f"{op.id}#{kg}")
+                ids.append(unit_id(op.id, kg, g))
                 op_index.append(i)
                 rows.append(coeff[i] * share[kg])
                 state.append(op.state_bytes_per_key_group)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -326,14 +327,48 @@ def _key_counts(kept: pd.DataFrame, inp: pd.DataFrame) -> list[pd.DataFrame]:
     return [k, h.assign(tag="H")]
 
 
+def _nullable_int(values: np.ndarray, mask: np.ndarray, dtype: str) -> pd.arrays.IntegerArray:
+    """A nullable integer column built from its values and its null mask (no per-row work)."""
+    np_type = np.int32 if dtype == "Int32" else np.int64
+    return pd.arrays.IntegerArray(values.astype(np_type), mask)
+
+
 def _typed(res: pd.DataFrame, pid: int) -> pd.DataFrame:
-    """The fold's rows in ``FOLD_COLUMNS`` order and types, tagged with their partition."""
-    res["pid"] = pid
-    res["prev_pid"] = pid
+    """The fold's rows in ``FOLD_COLUMNS`` order and types, tagged with their partition.
+
+    Integer columns are built from values and null masks: converting an object or float
+    column with nulls to a nullable integer type goes through Python per row, and a
+    partition's state rows (most rows) lack every statistics column.
+    """
+    n = len(res)
+    out: dict[str, Any] = {}
     for c in FOLD_COLUMNS:
-        if c not in res.columns:
-            res[c] = None
-    return res[FOLD_COLUMNS].astype(_FOLD_TYPES)
+        dtype = _FOLD_TYPES.get(c, "object")
+        if c in ("pid", "prev_pid"):
+            out[c] = _nullable_int(np.full(n, pid), np.zeros(n, dtype=bool), dtype)
+        elif dtype == "object":
+            out[c] = res[c].to_numpy()
+        elif c not in res.columns:
+            miss = np.ones(n, dtype=bool)
+            out[c] = (
+                np.full(n, np.nan)
+                if dtype == "float64"
+                else _nullable_int(np.zeros(n), miss, dtype)
+            )
+        elif dtype == "float64":
+            out[c] = res[c].to_numpy(dtype=np.float64, na_value=np.nan)
+        else:
+            col = res[c]
+            miss = col.isna().to_numpy()
+            numpy_kind = col.dtype.kind if isinstance(col.dtype, np.dtype) else ""
+            if numpy_kind in ("i", "u"):
+                values = col.to_numpy()
+            elif numpy_kind == "f":
+                values = np.where(miss, 0.0, col.to_numpy())
+            else:  # nullable integers or objects: exact, no float round trip
+                values = col.to_numpy(dtype=np.int64, na_value=0)
+            out[c] = _nullable_int(values, miss, dtype)
+    return pd.DataFrame(out)
 
 
 def merge_partials(o: pd.DataFrame, q: QuerySpec) -> pd.DataFrame:

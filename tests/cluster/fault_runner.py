@@ -37,10 +37,12 @@ from spark_adapter.verification import output_mismatch
 
 ROOT = Path(__file__).resolve().parents[2]
 FAULT_BATCH = 2
-LIVE_TRIGGER_S = 3.0  # normal batches take about 2 s here: the stream runs at about 2/3 load
+LIVE_TRIGGER_S = 3.0
+LIVE_SCALE = 0.08  # normal batches then take about 2 s here: the stream runs below capacity
 LIVE_SEGMENTS = 16
-LIVE_WARM_S = 21.0  # the fault hits the first batch starting this long after the writer began:
-# by then the start-up backlog has drained and the stream is in its steady state
+LIVE_WARM_S = 21.0  # the fault hits the first batch starting this long after the writer began
+LIVE_FIRST_FAULT_BATCH = 3  # and not before this batch: the start-up backlog (the executors'
+# first Python workers) has drained and the stream is in its steady state
 
 
 def _latencies(
@@ -105,7 +107,7 @@ def main(mode: str, workdir: str) -> None:
         events = pipe.input.read()  # the reference needs all input; the log itself gets trimmed
     else:  # segments are deterministic: the reference reads the same log, written elsewhere
         ref_log = InputLog(work / "reference-input")
-        ref_log.generate(sc, LIVE_SEGMENTS, scale=0.15)
+        ref_log.generate(sc, LIVE_SEGMENTS, scale=LIVE_SCALE)
         events = ref_log.read()
     plan0 = alternating_plan(q)
     if mode != "lose":
@@ -134,7 +136,8 @@ def main(mode: str, workdir: str) -> None:
         if phase != "start" or fault_at:
             return
         if live:
-            if not written or time.time() < written[0] + LIVE_WARM_S:
+            warm = written and time.time() >= written[0] + LIVE_WARM_S
+            if not warm or batch_id < LIVE_FIRST_FAULT_BATCH:
                 return
             fault_batch = batch_id
         elif batch_id != fault_batch:
@@ -172,7 +175,7 @@ def main(mode: str, workdir: str) -> None:
 
         def writer() -> None:
             for i in range(LIVE_SEGMENTS):
-                pipe.input.generate(sc, 1, scale=0.15, start=i)
+                pipe.input.generate(sc, 1, scale=LIVE_SCALE, start=i)
                 written.append(time.time())
                 time.sleep(max(0.0, written[0] + (i + 1) * LIVE_TRIGGER_S - time.time()))
             pipe.input.close()
