@@ -69,7 +69,7 @@ def executor_kill(repeat: int = 3) -> dict:
 
 def prepare(work: Path) -> None:
     from spark_adapter.actuator import PlanStore
-    from spark_adapter.operators import compile_query
+    from spark_adapter.query import compile_query
     from spark_adapter.source import InputLog
 
     sc = load_scenario(SC)
@@ -147,8 +147,8 @@ def passive_overhead() -> dict[str, float]:
     """Throughput with no state protection, with a state snapshot every 2 batches (passive),
     and with replicated cached state (active), on the same input. A batch's time here is the
     sum of all its phases, snapshot and commit included."""
-    from spark_adapter.operators import compile_query
     from spark_adapter.pipeline import PipelineOptions, SparkPipeline
+    from spark_adapter.query import compile_query
     from spark_adapter.session import make_session
 
     spark = make_session("local-cluster[2,1,1024]", "trimtab-bench-ha")

@@ -20,8 +20,9 @@ import pandas as pd
 from bench.common import ROOT, environment, write_section
 from controller.scenario import ScenarioFile, load_scenario
 from controller.testing import alternating_plan
-from spark_adapter.operators import compile_query, reference_output
+from spark_adapter.operators import reference_output
 from spark_adapter.pipeline import PipelineOptions, SparkPipeline
+from spark_adapter.query import compile_query
 from spark_adapter.verification import output_mismatch
 
 CYCLE = [1.0, 0.6, 0.5, 0.7, 0.5, 0.6]  # keep fraction per batch, repeated

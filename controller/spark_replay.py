@@ -124,8 +124,8 @@ def _steered_pipeline(
     """The pipeline with the controller embedded: every ``interval_batches`` batches a
     control round observes the batches and publishes a plan (fault requests served too)."""
     from spark_adapter.faults import serve_lose_requests
-    from spark_adapter.operators import compile_query
     from spark_adapter.pipeline import PipelineOptions, SparkPipeline
+    from spark_adapter.query import compile_query
     from spark_adapter.substrate import SparkSubstrate
 
     q = compile_query(scenario)

@@ -119,7 +119,7 @@ def make_daemon_wiring(
         looping = LoopingSimulator(lambda: make_simulator(sc), ticks)
         return looping, make_policy(sc, in_blackout=in_blackout)
     from spark_adapter.external import ExternalSparkSubstrate
-    from spark_adapter.operators import compile_query
+    from spark_adapter.query import compile_query
 
     if not sub.workdir:
         raise ValueError("substrate.workdir: spark-external needs the pipeline's working directory")

@@ -22,7 +22,7 @@ from core.plans import Plan, key_group_table
 from shedding.drops import drop_seed
 from shedding.window_drops import WINDOW_BATCH, block_size, floor_steps
 from spark_adapter.actuator import BatchPin, PinRow
-from spark_adapter.operators import QuerySpec
+from spark_adapter.query import QuerySpec
 
 __all__ = [
     "ROUTE_SEED",

@@ -28,11 +28,11 @@ from spark_adapter.operators import (
     FOLD_COLUMNS,
     FOLD_DDL,
     PANE_COLUMNS,
-    QuerySpec,
     charge_merge,
     merge_partials,
     update_partition,
 )
+from spark_adapter.query import QuerySpec
 
 __all__ = [
     "OUTPUT_DDL",

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from core.scenario import OperatorModel, Scenario
+from spark_adapter.query import OPS, QuerySpec
 
 __all__ = [
     "FOLD_COLUMNS",
@@ -31,9 +30,7 @@ __all__ = [
     "ROW_COLUMNS",
     "ROW_DDL",
     "STAT_COLUMNS",
-    "QuerySpec",
     "charge_merge",
-    "compile_query",
     "merge_partials",
     "passes_filters",
     "reference_output",
@@ -59,132 +56,6 @@ FOLD_DDL = (
     "ev_lo LONG, ev_hi LONG"
 )
 """The keyed stage's output: state (S), partials (O) and statistics (T, K, H) rows."""
-_OPS = {
-    ">": np.greater,
-    ">=": np.greater_equal,
-    "<": np.less,
-    "<=": np.less_equal,
-    "==": np.equal,
-    "!=": np.not_equal,
-}
-
-
-@dataclass(frozen=True)
-class QuerySpec:
-    """The compiled keyed stage."""
-
-    op_id: str
-    kind: str  # "aggregate" or "join"
-    agg: str  # count, sum, avg, min, max (join: count of the join result)
-    size_s: float
-    slide_s: float
-    key_groups: int
-    sides: dict[str, int]  # stream -> side (join: 0 left, 1 right)
-    predicates: dict[str, list[tuple[str, str, float]]] = field(default_factory=dict)
-    cost_us: dict[str, float] = field(default_factory=dict)  # per input row, by stream
-    merge_cost_us: float = 0.0  # per partial merged across partitions
-
-    @property
-    def panes_per_window(self) -> int:
-        """Slides per window."""
-        return max(1, round(self.size_s / self.slide_s))
-
-    @property
-    def costs_by_side(self) -> dict[int, float]:
-        """Per-row CPU cost (us) of each side: the costliest of the streams feeding it."""
-        return {
-            side: max(self.cost_us.get(s, 0.0) for s, d in self.sides.items() if d == side)
-            for side in set(self.sides.values())
-        }
-
-    def predicate_sql(self, stream: str) -> str:
-        """The stateless filters of ``stream`` as a Spark SQL condition."""
-        conds = [f"`{c}` {op} {float(v)!r}" for c, op, v in self.predicates.get(stream, [])]
-        return " AND ".join(conds) if conds else "true"
-
-
-class _PathWalk:
-    """Follows the chains of stateless operators from the keyed operator back to the streams,
-    collecting each stream's side, per-row cost and filter predicates."""
-
-    def __init__(self, scenario: Scenario) -> None:
-        self.ops = {o.id: o for o in scenario.operators}
-        self.streams = [s.id for s in scenario.streams]
-        self.sides: dict[str, int] = {}
-        self.cost: dict[str, float] = {}
-        self.predicates: dict[str, list[tuple[str, str, float]]] = {}
-
-    def walk(self, src: str, side: int) -> None:
-        if src in self.streams:
-            self.sides[src] = side
-            self.cost.setdefault(src, 0.0)
-            return
-        o = self.ops[src]
-        if o.kind in ("aggregate", "join"):
-            raise ValueError(
-                f"operators.{o.id}: only one keyed operator per path is supported on Spark"
-            )
-        if len(o.inputs) != 1 and o.kind != "union":
-            raise ValueError(
-                f"operators.{o.id}.inputs: stateless operators need one input on Spark"
-            )
-        for inp in o.inputs:
-            self.walk(inp, side)
-            for s in [s for s in self.streams if self.sides.get(s) == side]:
-                self._add(o, s)
-
-    def _add(self, o: OperatorModel, stream: str) -> None:
-        self.cost[stream] = self.cost.get(stream, 0.0) + o.cost_us
-        if o.kind == "filter" and {"column", "op", "value"} <= set(o.params):
-            if o.params["op"] not in _OPS:
-                raise ValueError(
-                    f"operators.{o.id}.params.op: unknown comparison {o.params['op']!r}"
-                )
-            self.predicates.setdefault(stream, []).append(
-                (str(o.params["column"]), str(o.params["op"]), float(o.params["value"]))
-            )
-
-
-def compile_query(scenario: Scenario) -> QuerySpec:
-    """The keyed stage of a scenario's query network.
-
-    Raises ``ValueError`` naming the operator when the network has a shape the Spark pipeline
-    cannot run (no keyed windowed operator, or a keyed operator that is not windowed).
-    """
-    keyed = [o for o in scenario.operators if o.kind in ("aggregate", "join")]
-    if not keyed:
-        raise ValueError("operators: the Spark pipeline needs a keyed windowed aggregate or join")
-    top = keyed[0]
-    if top.window is None:
-        raise ValueError(f"operators.{top.id}.window: a keyed operator needs a window on Spark")
-    paths = _PathWalk(scenario)
-    if top.kind == "join":
-        if len(top.inputs) != 2:
-            raise ValueError(f"operators.{top.id}.inputs: a join needs two inputs")
-        paths.walk(top.inputs[0], 0)
-        paths.walk(top.inputs[1], 1)
-    else:
-        for inp in top.inputs:
-            paths.walk(inp, 0)
-    per_row = top.cost_us + sum(
-        o.cost_us for o in scenario.operators if o.kind in ("aggregate",) and o.id != top.id
-    )
-    cost = {s: paths.cost.get(s, 0.0) + per_row for s in paths.sides}
-    agg = str(top.params.get("agg", "count")) if top.kind == "aggregate" else "count"
-    if agg not in ("count", "sum", "avg", "min", "max"):
-        raise ValueError(f"operators.{top.id}.params.agg: unknown aggregate {agg!r}")
-    return QuerySpec(
-        op_id=top.id,
-        kind=top.kind,
-        agg=agg,
-        size_s=top.window.size_s,
-        slide_s=top.window.slide_s,
-        key_groups=top.key_groups,
-        sides=paths.sides,
-        predicates=paths.predicates,
-        cost_us={**paths.cost, **cost},
-        merge_cost_us=top.merge_cost_us,
-    )
 
 
 def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
@@ -424,7 +295,7 @@ def passes_filters(events: pd.DataFrame, q: QuerySpec) -> np.ndarray:
     for s, preds in q.predicates.items():
         sel = (events["stream"] == s).to_numpy()
         for col, op, val in preds:
-            mask &= ~sel | _OPS[op](events[col].to_numpy(), val)
+            mask &= ~sel | OPS[op](events[col].to_numpy(), val)
     return mask
 
 

@@ -43,7 +43,8 @@ from spark_adapter import verification
 from spark_adapter.actuator import BatchPin, PlanLog, PlanStore
 from spark_adapter.batch_compiler import BatchSpec, compile_batch, drop_floors, window_keep
 from spark_adapter.batchstats import BatchStats, write_batch_stats
-from spark_adapter.operators import ROW_COLUMNS, ROW_DDL, QuerySpec
+from spark_adapter.operators import ROW_COLUMNS, ROW_DDL
+from spark_adapter.query import QuerySpec
 from spark_adapter.recovery import Retention, SegmentIndex, restore, snapshot_state
 from spark_adapter.source import INPUT_SCHEMA_DDL, InputLog
 

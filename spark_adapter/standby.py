@@ -182,8 +182,8 @@ def run_driver(
 
 def _driver_pipeline(spark: Any, sc: Any, work: Path, o: DriverOptions) -> Any:
     """The driver's pipeline: passive standby snapshots, the log retained past them."""
-    from spark_adapter.operators import compile_query
     from spark_adapter.pipeline import PipelineOptions, SparkPipeline
+    from spark_adapter.query import compile_query
 
     opts = PipelineOptions(
         o.partitions,

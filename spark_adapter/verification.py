@@ -21,7 +21,8 @@ from shedding.drops import keep_mask
 from shedding.window_drops import block_size, floor_keep_mask, window_floor, window_uniform
 from spark_adapter.actuator import PinRow, PlanStore
 from spark_adapter.batch_compiler import drop_floors, window_keep
-from spark_adapter.operators import QuerySpec, reference_output
+from spark_adapter.operators import reference_output
+from spark_adapter.query import QuerySpec
 
 __all__ = [
     "VALUE_ATOL",

@@ -29,8 +29,8 @@ from spark_adapter.faults import (
     lose_executor,
     stop_executor,
 )
-from spark_adapter.operators import compile_query
 from spark_adapter.pipeline import PipelineOptions, SparkPipeline
+from spark_adapter.query import compile_query
 from spark_adapter.session import make_session
 from spark_adapter.source import InputLog
 from spark_adapter.verification import output_mismatch

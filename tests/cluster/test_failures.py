@@ -95,7 +95,8 @@ def _children(pid: int) -> list[int]:
 def test_driver_killed_between_output_and_commit_standby_takes_over(tmp_path: Path) -> None:
     from controller.scenario import load_scenario
     from spark_adapter.actuator import PlanStore
-    from spark_adapter.operators import compile_query, reference_output
+    from spark_adapter.operators import reference_output
+    from spark_adapter.query import compile_query
     from spark_adapter.source import InputLog
     from spark_adapter.standby import wait_for_holder
 

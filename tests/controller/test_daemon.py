@@ -374,7 +374,7 @@ def test_daemon_steers_a_spark_pipeline_through_its_files(tmp_path: Path) -> Non
     import pandas as pd
 
     from spark_adapter.batchstats import BatchStats, write_batch_stats
-    from spark_adapter.operators import compile_query
+    from spark_adapter.query import compile_query
 
     sc = SCENARIOS / "zipf-hotkey-shift.yaml"
     q = compile_query(__import__("core.scenario", fromlist=["load_scenario"]).load_scenario(sc))

@@ -9,8 +9,8 @@ from controller.scenario import load_scenario
 from controller.testing import alternating_plan, assert_matches_reference
 from core.plans import Plan
 from ha.passive_standby import young_daly_batches
-from spark_adapter.operators import compile_query
 from spark_adapter.pipeline import PipelineOptions, SparkPipeline
+from spark_adapter.query import compile_query
 from tests.conftest import SCENARIOS
 
 

@@ -21,7 +21,8 @@ import pytest
 from controller.scenario import load_scenario
 from controller.testing import alternating_plan, assert_matches_reference
 from spark_adapter.actuator import PlanStore
-from spark_adapter.operators import compile_query, reference_output
+from spark_adapter.operators import reference_output
+from spark_adapter.query import compile_query
 from spark_adapter.source import InputLog
 from tests.conftest import ROOT, SCENARIOS
 

@@ -11,13 +11,8 @@ import pytest
 
 from controller.scenario import load_scenario
 from core.hashing import stable_mod
-from spark_adapter.operators import (
-    ROW_COLUMNS,
-    compile_query,
-    merge_partials,
-    reference_output,
-    update_partition,
-)
+from spark_adapter.operators import ROW_COLUMNS, merge_partials, reference_output, update_partition
+from spark_adapter.query import compile_query
 from spark_adapter.source import InputLog
 from tests.conftest import SCENARIOS
 

@@ -20,8 +20,9 @@ from spark_adapter import batch_executor as steps
 from spark_adapter.actuator import BatchPin
 from spark_adapter.batch_compiler import ROUTE_SEED, compile_batch
 from spark_adapter.batchstats import observation_from_batches
-from spark_adapter.operators import ROW_DDL, compile_query
+from spark_adapter.operators import ROW_DDL
 from spark_adapter.pipeline import PipelineOptions, SparkPipeline
+from spark_adapter.query import compile_query
 from spark_adapter.source import INPUT_SCHEMA_DDL
 from tests.conftest import SCENARIOS
 
