@@ -50,6 +50,8 @@ class Gates:
     '4 moves exceed max_moves=3'
     >>> g.on_proposal(moves=1, gain=0.001)
     'expected gain 0.001 below min_gain 0.01'
+    >>> g.on_proposal(moves=1, gain=-0.5, judged_by="borealis acceptance") is None
+    True
     """
 
     def __init__(
@@ -75,11 +77,14 @@ class Gates:
             return "blackout window: no changes"
         return None
 
-    def on_proposal(self, moves: int, gain: float) -> str | None:
-        """A reason to refuse a proposal of ``moves`` moves with this expected gain, or None."""
+    def on_proposal(self, moves: int, gain: float, judged_by: str | None = None) -> str | None:
+        """A reason to refuse a proposal of ``moves`` moves with this expected gain (drop of
+        the mean node-load variance), or None. A proposal the method already judged by its
+        own objective (``judged_by``: the Borealis acceptance rule on a pair's load gap) is
+        not vetoed again on the variance."""
         if moves > self.s.max_moves:
             return f"{moves} moves exceed max_moves={self.s.max_moves}"
-        if gain < self.s.min_gain:
+        if judged_by is None and gain < self.s.min_gain:
             return f"expected gain {gain:.3g} below min_gain {self.s.min_gain}"
         return None
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from controller.policy import Array, Context, IntArray, PlacementMethod, RebalanceResult
+from controller.stale_trigger import StaleTrigger
 from core import loadstats
 from placement import baselines, correlation
 from placement.rod import rod
@@ -121,7 +122,15 @@ class Static(_Base):
 
 
 class Correlation(_Base):
-    """Borealis correlation-based placement with one-way, two-way or selective rounds."""
+    """Borealis correlation-based placement with one-way, two-way or selective rounds.
+
+    The global step runs once the window holds ``window_k`` samples; then every round runs the
+    method's own pair-wise round, whose moves the Borealis acceptance rule has judged. The
+    stale-placement trigger (``controller.stale_trigger``, params ``stale_factor``,
+    ``stale_rounds``, ``stale_trigger`` 0 to turn it off) runs the global step again when the
+    node loads have drifted. A global step's plan is reached ``max_moves`` units per round
+    (heaviest first), so a large re-placement is neither vetoed nor done at once.
+    """
 
     def __init__(self, method: correlation.Method, params: dict[str, float] | None = None) -> None:
         super().__init__(params)
@@ -132,6 +141,13 @@ class Correlation(_Base):
             **{k: float(v) for k, v in self.params.items() if k in fields}
         )  # type: ignore[arg-type]
         self.global_done = False
+        self.trigger = StaleTrigger(
+            factor=float(self.params.get("stale_factor", 2.0)),
+            rounds=int(self.params.get("stale_rounds", 3)),
+            enabled=bool(self.params.get("stale_trigger", 1.0)),
+        )
+        self.target: IntArray | None = None  # a re-run global step's plan, reached step by step
+        self.target_why = ""
 
     def skip_global_step(self) -> None:
         """Another method made the initial placement: pair-wise rounds from the start."""
@@ -148,10 +164,38 @@ class Correlation(_Base):
         cap = ctx.cluster.capacities()
         if not self.global_done and unit_x.shape[1] >= ctx.settings.window_k and alive.all():
             self.global_done = True
-            new = correlation.initial_placement(unit_x, cap, self.p)
-            return RebalanceResult(
-                new, "global correlation placement after warm-up", {"phase": "global"}
-            )
+            self.target = correlation.initial_placement(unit_x, cap, self.p)
+            self.target_why = "global correlation placement after warm-up"
+        elif self.global_done and self.target is None and alive.all():
+            why = self.trigger.observe(_summary(unit_x, assign, cap.size))
+            if why is not None:
+                self.target = correlation.initial_placement(unit_x, cap, self.p)
+                self.target_why = f"stale placement ({why}): global step again"
+        if self.target is not None and alive.all():
+            return self._toward_target(ctx, unit_x, assign)
+        return self._pairwise(ctx, unit_x, assign, alive)
+
+    def _toward_target(self, ctx: Context, unit_x: Array, assign: IntArray) -> RebalanceResult:
+        """Move at most ``max_moves`` units (heaviest first) toward the global step's plan."""
+        assert self.target is not None
+        todo = np.flatnonzero(self.target != assign)
+        load = loadstats.means(unit_x)
+        step = todo[np.argsort(-load[todo], kind="stable")][: ctx.settings.placement.max_moves]
+        new = assign.copy()
+        new[step] = self.target[step]
+        left = int(todo.size - step.size)
+        reason = f"{self.target_why}: {step.size} of {todo.size} unit(s) moved toward it"
+        details = {"phase": "global", "remaining": left, "moved_now": int(step.size)}
+        if left == 0:
+            self.target = None
+            self.trigger.rebase(_summary(unit_x, new, ctx.cluster.n))
+        return RebalanceResult(new, reason, details, judged_by="global step")
+
+    def _pairwise(
+        self, ctx: Context, unit_x: Array, assign: IntArray, alive: np.ndarray
+    ) -> RebalanceResult:
+        """The method's own pair-wise round, judged by the Borealis acceptance rule."""
+        cap = ctx.cluster.capacities()
         res = correlation.pairwise_round(unit_x, assign, cap, alive, self.method, self.p)
         moves: list[dict[str, Any]] = [
             {
@@ -163,14 +207,19 @@ class Correlation(_Base):
             }
             for mv in res.moves
         ]
+        accepted = sum(int(p["accepted"]) for p in res.pairs)
         reason = (
-            f"{self.method}: {len(res.pairs)} imbalanced pair(s), {len(moves)} move(s)"
+            f"{self.method}: {len(res.pairs)} imbalanced pair(s), {accepted} accepted, "
+            f"{len(moves)} move(s)"
             if res.pairs
             else "no node pair differs by the load threshold"
         )
-        return RebalanceResult(
-            res.assignment, reason, {"phase": "pairwise", "pairs": res.pairs, "moves": moves}
-        )
+        details = {"phase": "pairwise", "pairs": res.pairs, "moves": moves}
+        return RebalanceResult(res.assignment, reason, details, judged_by="borealis acceptance")
+
+
+def _summary(unit_x: Array, assign: IntArray, n: int) -> dict[str, float]:
+    return loadstats.node_summary(loadstats.node_series(unit_x, assign, n))
 
 
 class Fixed(_Base):

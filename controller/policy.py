@@ -61,6 +61,7 @@ class RebalanceResult:
     assignment: IntArray
     reason: str
     details: dict[str, Any] = field(default_factory=dict)
+    judged_by: str | None = None  # the method's own acceptance rule, when it applied one
 
 
 class PlacementMethod(Protocol):
@@ -213,7 +214,7 @@ class ControlPolicy:
             return Decision(None, DecisionKind.HOLD, why, details)
         after = _node_stats(unit_x, new, self.ctx.cluster.n)
         gain = before["node_variance_mean"] - after["node_variance_mean"]
-        why = self.gates.on_proposal(int(moved.size), gain)
+        why = self.gates.on_proposal(int(moved.size), gain, res.judged_by)
         if why is not None:
             return Decision(None, DecisionKind.HOLD, why, {**before, "after": after, **res.details})
         self.last_change_round = self.rounds

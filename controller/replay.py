@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from controller.adaptation import adaptation
 from controller.loop import ControlLoop, DecisionRecord
 from controller.scenario import ScenarioFile
 from controller.wiring import make_policy, make_simulator, with_shedding
@@ -65,6 +66,7 @@ def replay_sim(
         ticks=int(sim.t),
         seed=scenario.seed,
         plan_version=loop.plan.version,
+        adaptation=adaptation(res.streams, scenario.drift_times(), scenario.controller.interval_s),
     )
     return ReplayResult(summary=summary, series=res, decisions=loop.records)
 

@@ -9,6 +9,7 @@ physical ``load_scenario`` leaves them out.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
@@ -23,6 +24,7 @@ __all__ = [
     "KeySpec",
     "NodeSpec",
     "OperatorModel",
+    "PiecewiseRate",
     "RateSpec",
     "Scenario",
     "ScenarioError",
@@ -140,8 +142,47 @@ class TraceRate(BaseModel):
     scale: float = Field(1.0, gt=0)
 
 
-RateSpec = Annotated[
+SimpleRate = Annotated[
     ConstantRate | StepRate | SineRate | BurstyRate | RandomWalkRate | RampRate | TraceRate,
+    Field(discriminator="kind"),
+]
+
+
+class RatePiece(BaseModel):
+    """One piece of a piecewise rate: ``rate`` from ``from_s`` on."""
+
+    model_config = _STRICT
+    from_s: float = Field(ge=0)
+    rate: SimpleRate
+
+
+class PiecewiseRate(BaseModel):
+    """A rate process that changes at given times (a drift): each piece holds from its
+    ``from_s`` until the next piece's. The first piece starts at 0."""
+
+    model_config = _STRICT
+    kind: Literal["piecewise"]
+    pieces: list[RatePiece] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> PiecewiseRate:
+        starts = [p.from_s for p in self.pieces]
+        if starts[0] != 0:
+            raise ValueError(f"pieces.0.from_s: the first piece starts at 0 (got {starts[0]})")
+        if any(b <= a for a, b in itertools.pairwise(starts)):
+            raise ValueError(f"pieces: from_s must increase (got {starts})")
+        return self
+
+
+RateSpec = Annotated[
+    ConstantRate
+    | StepRate
+    | SineRate
+    | BurstyRate
+    | RandomWalkRate
+    | RampRate
+    | TraceRate
+    | PiecewiseRate,
     Field(discriminator="kind"),
 ]
 
@@ -276,6 +317,18 @@ class Scenario(BaseModel):
             raise ValueError(str(e)) from None
         return self
 
+    def drift_times(self) -> list[float]:
+        """When the workload changes by design: the later pieces of piecewise rates, and the
+        faults, in time order (the points a replay measures adaptation at)."""
+        times = {
+            p.from_s
+            for st in self.streams
+            if isinstance(st.rate, PiecewiseRate)
+            for p in st.rate.pieces[1:]
+        }
+        times |= {f.at_s for f in self.faults}
+        return sorted(t for t in times if t < self.duration_s)
+
     @property
     def ticks(self) -> int:
         """Number of ticks in the scenario."""
@@ -311,7 +364,7 @@ def _format_loc(loc: tuple[Any, ...]) -> str:
     return ".".join(parts) or "(root)"
 
 
-_RATE_TAGS = {"constant", "step", "sine", "bursty", "random_walk", "ramp", "trace"}
+_RATE_TAGS = {"constant", "step", "sine", "bursty", "random_walk", "ramp", "trace", "piecewise"}
 
 
 def format_validation_error(err: ValidationError) -> list[str]:

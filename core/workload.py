@@ -18,6 +18,7 @@ from core.scenario import (
     BurstyRate,
     ConstantRate,
     KeySpec,
+    PiecewiseRate,
     RampRate,
     RandomWalkRate,
     RateSpec,
@@ -80,6 +81,13 @@ def rate_series(spec: RateSpec, t_s: Array, rng: np.random.Generator, base_dir: 
     if isinstance(spec, RampRate):
         frac = np.clip((t - spec.from_s) / max(spec.to_s - spec.from_s, 1e-12), 0.0, 1.0)
         return spec.start + (spec.end - spec.start) * frac
+    if isinstance(spec, PiecewiseRate):
+        out = np.zeros(t.shape)
+        for i, piece in enumerate(spec.pieces):
+            end = spec.pieces[i + 1].from_s if i + 1 < len(spec.pieces) else np.inf
+            sel = (t >= piece.from_s) & (t < end)
+            out[sel] = rate_series(piece.rate, t, rng, base_dir)[sel]
+        return out
     if isinstance(spec, TraceRate):
         path = Path(base_dir) / spec.path
         data = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)

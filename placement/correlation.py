@@ -25,6 +25,7 @@ ties broken by mean load then operator index, as a lexicographic key.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -39,6 +40,7 @@ __all__ = [
     "Move",
     "PairRound",
     "acceptance",
+    "acceptance_reference",
     "balance_pair",
     "global_greedy",
     "imbalanced_pairs",
@@ -119,28 +121,77 @@ def global_greedy(
     nodes = np.arange(n) if nodes is None else nodes
     cap = np.ones(n) if capacity is None else capacity
     x = unit_x[units] / 1.0
-    k = x.shape[1]
-    node_x = np.zeros((nodes.size, k))
     out = np.full(units.size, -1, dtype=np.int64)
     mean = loadstats.means(x)
-    left = np.ones(units.size, dtype=bool)
     light = mean < p.load_threshold
-    ccap = cap[nodes]
-    while (left & ~light).any():
-        j = int(np.argmin(loadstats.means(node_x) / ccap))  # ties: lowest node index
-        cand = np.flatnonzero(left & ~light)
-        rho = loadstats.cross_correlation(x[cand], node_x)  # (c, n)
-        score = rho.mean(axis=1) - rho[:, j]
-        q = np.floor(score / 0.1 + 1e-9) * 0.1
-        best = cand[np.lexsort((cand, -mean[cand], -q))[0]]
+    g = _Greedy(x, cap[nodes], ~light)
+    while g.live.any():
+        j = g.least_loaded()
+        score = g.rho_sum / nodes.size - g.rho_col(j)
+        q = np.where(g.live, np.floor(score / 0.1 + 1e-9) * 0.1, -np.inf)
+        first = q == q.max()  # then the heaviest, then the lowest index
+        best = int(np.flatnonzero(first & (mean == mean[first].max()))[0])
         out[best] = nodes[j]
-        node_x[j] += x[best]
-        left[best] = False
-    for u in np.flatnonzero(left):  # light operators last, to the least-loaded node
-        j = int(np.argmin(loadstats.means(node_x) / ccap))
+        g.add(best, j)
+    for u in np.flatnonzero(light):  # light operators last, to the least-loaded node
+        j = g.least_loaded()
         out[u] = nodes[j]
-        node_x[j] += x[u]
+        g.add(u, j, light=True)
     return out
+
+
+class _Greedy:
+    """The global greedy's state, updated per assignment in O(units x samples).
+
+    Only the chosen node's column of the unit-node correlations changes when it takes a
+    unit, so each step recomputes that one column (the same formula as
+    ``loadstats.cross_correlation``) and keeps the row sums of the others, instead of the
+    whole (units x nodes) matrix: the step costs O(m k), not O(m n k).
+    """
+
+    def __init__(self, x: Array, cap: Array, candidates: NDArray[np.bool_]) -> None:
+        self.x, self.cap = x, cap
+        self.xc = x - x.mean(axis=1, keepdims=True)
+        self.var = loadstats.variances(x)
+        self.node_x = np.zeros((cap.size, x.shape[1]))
+        self.live = candidates.copy()  # units still to place by score
+        self.rho_sum = np.zeros(x.shape[0])  # sum over nodes of rho(unit, node)
+        small = x.shape[0] * cap.size <= 4_000_000
+        self.cols = np.zeros((x.shape[0], cap.size)) if small else None  # kept when it fits
+
+    def least_loaded(self) -> int:
+        """The node with the smallest mean load per capacity (ties: lowest index)."""
+        return int(np.argmin(self.node_x.mean(axis=1) / self.cap))
+
+    def rho_col(self, j: int) -> Array:
+        """rho(unit, node j) for every unit (0 for zero variance)."""
+        if self.cols is not None:
+            return self.cols[:, j]
+        return self._rho(j)
+
+    def _rho(self, j: int) -> Array:
+        nj = self.node_x[j]
+        nc = nj - nj.mean()
+        vj = float((nc * nc).mean())
+        if vj < loadstats.ZERO_VAR:
+            return np.zeros(self.x.shape[0])
+        cov = self.xc @ nc / self.x.shape[1]
+        out = np.zeros(self.x.shape[0])
+        ok = self.var >= loadstats.ZERO_VAR
+        np.divide(cov, np.sqrt(self.var * vj), out=out, where=ok)
+        return np.clip(out, -1.0, 1.0)
+
+    def add(self, u: int, j: int, light: bool = False) -> None:
+        """Node j takes unit u."""
+        old = self.rho_col(j)
+        self.node_x[j] += self.x[u]
+        self.live[u] = False
+        if light:
+            return
+        new = self._rho(j)
+        self.rho_sum += new - old
+        if self.cols is not None:
+            self.cols[:, j] = new
 
 
 def imbalanced_pairs(
@@ -319,6 +370,17 @@ def acceptance(d_before: float, d_after: float, diff_before: float, diff_after: 
     return d_after <= d_before + 1e-12 and diff_after < diff_before - 1e-12
 
 
+def acceptance_reference(d_before: float, d_after: float) -> bool:
+    """The Borealis reference rule (``balance_load_between_node_pair``): keep the new plan
+    whenever ``max D`` changed, even when it rose. trimtab does not use it; it is kept to
+    document the difference (``acceptance``).
+
+    >>> acceptance_reference(1.0, 1.2), acceptance_reference(1.0, 1.0)
+    (True, False)
+    """
+    return d_after != d_before
+
+
 Method = Literal["oneway", "twoway", "selective"]
 _METHODS = {"oneway": one_way, "twoway": two_way, "selective": selective}
 
@@ -381,31 +443,43 @@ def pairwise_round(
 def improve_correlation(
     unit_x: Array, assign: IntArray, capacity: Array, p: CorrelationParams = CorrelationParams()
 ) -> int:
-    """Re-place pairs with rho < 0.8 (lowest first) when that raises their correlation."""
+    """Borealis' correlation improvement: the node pairs with rho < 0.8, lowest first, each
+    re-placed with the greedy on its two nodes and kept when their correlation rose; a kept
+    pair's nodes drop their other pairs and re-enter with the pairs still below 0.8. At most
+    ``n^2 / 2`` attempts. Returns the number of re-placements kept (mutates ``assign``)."""
     n = capacity.size
-    kept = 0
-    for _ in range(max(1, n * n // 2)):
-        nx = loadstats.node_series(unit_x, assign, n)
-        c = loadstats.correlation(nx)
-        iu = np.triu_indices(n, 1)
-        low = np.flatnonzero(c[iu] < p.improve_threshold)
-        if low.size == 0:
-            break
-        order = low[np.argsort(c[iu][low], kind="stable")]
-        changed = False
-        for idx in order:
-            i, j = int(iu[0][idx]), int(iu[1][idx])
-            units = np.flatnonzero((assign == i) | (assign == j))
-            trial = assign.copy()
-            trial[units] = global_greedy(unit_x, n, capacity, p, units, np.array([i, j]))
-            tx = loadstats.node_series(unit_x, trial, n)
-            if loadstats.correlation(tx[[i, j]])[0, 1] > c[i, j] + 1e-9:
-                assign[:] = trial
-                kept += 1
-                changed = True
-                break
-        if not changed:
-            break
+    nx = loadstats.node_series(unit_x, assign, n)
+    c = loadstats.correlation(nx)
+    version = np.zeros(n, dtype=np.int64)  # a pair entry is stale once a node of it changed
+    heap = [
+        (float(c[i, j]), i, j, 0, 0)
+        for i in range(n)
+        for j in range(i + 1, n)
+        if c[i, j] < p.improve_threshold
+    ]
+    heapq.heapify(heap)
+    kept = attempts = 0
+    while heap and attempts < max(1, n * n // 2):
+        rho, i, j, vi, vj = heapq.heappop(heap)
+        if vi != version[i] or vj != version[j]:
+            continue
+        attempts += 1
+        units = np.flatnonzero((assign == i) | (assign == j))
+        trial = global_greedy(unit_x, n, capacity, p, units, np.array([i, j]))
+        ni = unit_x[units[trial == i]].sum(axis=0)
+        nj = unit_x[units[trial == j]].sum(axis=0)
+        if loadstats.cross_correlation(ni[None, :], nj[None, :])[0, 0] <= rho + 1e-9:
+            continue
+        assign[units] = trial
+        nx[i], nx[j] = ni, nj
+        version[[i, j]] += 1
+        kept += 1
+        rows = loadstats.cross_correlation(nx[[i, j]], nx)  # (2, n)
+        for a, row in ((i, rows[0]), (j, rows[1])):
+            for o in np.flatnonzero(row < p.improve_threshold):
+                if o not in (i, j) or (a == i and o == j):
+                    lo, hi = (a, int(o)) if a < o else (int(o), a)
+                    heapq.heappush(heap, (float(row[o]), lo, hi, version[lo], version[hi]))
     return kept
 
 

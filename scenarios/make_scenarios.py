@@ -414,6 +414,92 @@ def main() -> None:
         },
     )
 
+    drift_scenarios()
+
+
+def _diurnal(k: int, base: float, phase: float) -> dict[str, Any]:
+    return {
+        "kind": "sine",
+        "base": base,
+        "amplitude": 0.9 * base,
+        "period_s": 120,
+        "phase_s": phase,
+    }
+
+
+def _piecewise(*pieces: tuple[float, dict[str, Any]]) -> dict[str, Any]:
+    return {"kind": "piecewise", "pieces": [{"from_s": t, "rate": r} for t, r in pieces]}
+
+
+def drift_scenarios() -> None:
+    """The anticorrelated-diurnal workload with a drift at 600 s: a stream's phase flips, a new
+    chain arrives, or two streams swap their mean rates (the adaptive loop's test cases)."""
+    shapes = [
+        (0, [400.0] * 4 + [10.0] * 3),
+        (60, [400.0] * 4 + [10.0] * 3),
+        (0, [200.0] * 8),
+        (60, [200.0] * 8),
+    ]
+    bursty = {"kind": "bursty", "low": 400, "high": 1200, "on_s": 15, "off_s": 25, "jitter": 0.2}
+    common = {
+        "seed": 1,
+        "duration_s": 1200,
+        "cluster": nodes(8),
+        "controller": {
+            "interval_s": 10,
+            "window_k": 10,
+            "placement": {"method": "correlation-twoway"},
+        },
+    }
+
+    def ops_for(n_streams: int) -> list[dict[str, Any]]:
+        ops: list[dict[str, Any]] = []
+        for k, (_, costs) in enumerate(shapes[:n_streams]):
+            ops += chain(f"s{k}", f"c{k}_", costs)
+        return ops + chain("s4", "c4_", [10.0] * 10)
+
+    streams = [{"id": f"s{k}", "rate": _diurnal(k, 1000, ph)} for k, (ph, _) in enumerate(shapes)]
+    streams[1]["rate"] = _piecewise((0, _diurnal(1, 1000, 60)), (600, _diurnal(1, 1000, 0)))
+    write(
+        "diurnal-phase-flip",
+        {
+            "description": "anticorrelated-diurnal whose stream s1 flips its phase by half a period "
+            "at 600 s: the anti-phased pair s0/s1 becomes in phase, and a placement that paired "
+            "their operators is now wrong.",
+            **common,
+            "streams": [*streams, {"id": "s4", "rate": bursty}],
+            "operators": ops_for(4),
+            "expect": {"max_mean_latency_s": 1.0, "zero_lost_tuples": True},
+        },
+    )
+    streams = [{"id": f"s{k}", "rate": _diurnal(k, 1000, ph)} for k, (ph, _) in enumerate(shapes)]
+    late = _piecewise((0, {"kind": "constant", "rate": 0}), (600, _diurnal(5, 1000, 30)))
+    write(
+        "chain-arrival",
+        {
+            "description": "anticorrelated-diurnal with a new 4-operator chain whose stream s5 "
+            "starts at 600 s (its operators are placed, idle, from the start).",
+            **common,
+            "streams": [*streams, {"id": "s4", "rate": bursty}, {"id": "s5", "rate": late}],
+            "operators": ops_for(4) + chain("s5", "c5_", [300.0] * 4),
+            "expect": {"max_mean_latency_s": 1.0, "zero_lost_tuples": True},
+        },
+    )
+    streams = [{"id": f"s{k}", "rate": _diurnal(k, 1000, ph)} for k, (ph, _) in enumerate(shapes)]
+    streams[0]["rate"] = _piecewise((0, _diurnal(0, 1400, 0)), (600, _diurnal(0, 600, 0)))
+    streams[2]["rate"] = _piecewise((0, _diurnal(2, 600, 0)), (600, _diurnal(2, 1400, 0)))
+    write(
+        "rate-swap",
+        {
+            "description": "anticorrelated-diurnal where streams s0 and s2 swap their mean rates "
+            "(1400 and 600 tuples/s) at 600 s: the heavy chains become light and the reverse.",
+            **common,
+            "streams": [*streams, {"id": "s4", "rate": bursty}],
+            "operators": ops_for(4),
+            "expect": {"max_mean_latency_s": 1.0, "zero_lost_tuples": True},
+        },
+    )
+
 
 if __name__ == "__main__":
     main()

@@ -32,14 +32,12 @@ def test_pair_formation_and_float_boundary() -> None:
 def test_one_way_score_matches_formula() -> None:
     rng = np.random.default_rng(1)
     x = rng.random((4, 10))
-    assign = np.array([0, 0, 0, 1])
-    ns, nr = x[:3].sum(0), x[3]
+    ns, nr = x[:3].sum(0), x[3]  # units 0-2 on the sender, unit 3 on the receiver
     s = C.one_way_scores(x, np.array([0, 1, 2]), ns, nr)
     for i in range(3):
         rest = ns - x[i]
         expect = (np.corrcoef(x[i], rest)[0, 1] - np.corrcoef(x[i], nr)[0, 1]) / 2
         assert s[i] == pytest.approx(expect)
-    assert assign.sum() == 1
 
 
 @given(
@@ -54,8 +52,9 @@ def test_one_way_moves_at_most_half_plus_one(x: np.ndarray, n: int) -> None:
     moves = C.one_way(x, assign, 0, 1, cap)
     main = moves[:-1] if len(moves) > 1 else moves
     moved = sum(mv.load for mv in moves)
-    # everything but the fix-up's single operator stays within half the difference
-    assert sum(mv.load for mv in main) <= diff / 2 + 0.3 + 1e-9
+    # everything but the fix-up's single operator stays within half the difference (the last
+    # move is the fix-up's or a main-loop move; either way the rest is a main-loop prefix)
+    assert sum(mv.load for mv in main) <= diff / 2 + 1e-9
     assert moved <= diff / 2 + max(mean, default=0) + 1e-9
     assert all(mv.load >= 0.005 for mv in moves)
     assert np.all(np.isin(assign, [0, 1]))
@@ -97,9 +96,14 @@ def test_selective_stops_when_all_series_equal() -> None:
 
 def test_acceptance_reverts_a_plan_whose_max_d_rises() -> None:
     assert not C.acceptance(d_before=1.0, d_after=1.2, diff_before=0.4, diff_after=0.0)
-    # the reference rule (keep on any change) would have kept it:
-    assert 1.2 != 1.0
     assert C.acceptance(1.0, 0.9, 0.1, 0.3)
+
+
+def test_the_reference_rule_would_have_kept_that_plan() -> None:
+    """Borealis keeps a pair's plan whenever max D changed, worse or not; trimtab does not."""
+    assert C.acceptance_reference(d_before=1.0, d_after=1.2)
+    assert not C.acceptance_reference(d_before=1.0, d_after=1.0)
+    assert not C.acceptance(d_before=1.0, d_after=1.2, diff_before=0.4, diff_after=0.0)
 
 
 def test_correlation_balances_anticorrelated_operators() -> None:
@@ -117,3 +121,23 @@ def test_determinism() -> None:
     assert (
         C.initial_placement(x, np.ones(4)).tolist() == C.initial_placement(x, np.ones(4)).tolist()
     )
+
+
+def test_the_three_methods_make_different_plans_on_one_drifting_pair() -> None:
+    """Node 1 carries three falling series and a rising one (mean 0.325), node 0 two rising
+    ones (mean 0.1): one imbalanced pair. One-way offloads half the gap, the two lightest
+    falling units, which flattens node 0; two-way pools all six and re-places them; selective
+    moves only the unit whose score clears 0.2, the heavy falling one."""
+    up = 0.5 + 0.5 * np.sin(2 * np.pi * T / 10)
+    down = 1.0 - up
+    x = np.stack([0.1 * down, 0.3 * down, 0.1 * up, 0.15 * up, 0.1 * down, 0.1 * up])
+    start = np.array([1, 1, 0, 1, 1, 0])
+    plans = {
+        m: C.pairwise_round(x, start.copy(), np.ones(2), method=m).assignment.tolist()
+        for m in ("oneway", "twoway", "selective")
+    }
+    assert plans["oneway"] == [0, 1, 0, 1, 0, 0]
+    assert plans["twoway"] == [0, 1, 1, 0, 0, 0]
+    assert plans["selective"] == [1, 0, 0, 1, 1, 0]
+    flat = loadstats.node_series(x, np.array(plans["oneway"]), 2)[0]
+    assert np.ptp(flat) < 1e-9  # one-way's receiver: two rising + two falling of equal size

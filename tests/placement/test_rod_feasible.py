@@ -53,17 +53,45 @@ def test_ratio_properties(d: int, n: int, seed: int) -> None:
     a = rng.integers(0, n, 6)
     f = feasible_set_ratio(c, a, np.ones(n), points=2**10)
     assert 0.0 <= f.ratio <= 1.0
-    more = feasible_set_ratio(c, a, np.full(n, 1.0) + np.eye(n)[0], points=2**10)
     all_one = feasible_set_ratio(c, np.zeros(6, dtype=np.int64), np.ones(n), points=2**12)
     assert all_one.ratio == pytest.approx((1 / n) ** d, abs=0.02)
-    assert more.ratio >= 0.0
 
 
-def test_lower_bound_avoids_infeasible_node() -> None:
-    # node 0 already would be infeasible at b for stream 0: ROD must use node 1
-    c = np.array([[3.0, 0.0], [1.0, 1.0]])
-    a = rod(c, np.ones(2), lower_bound=np.array([0.5, 0.0]))
-    assert a[0] != a[1]
+@given(st.integers(1, 3), st.integers(2, 4), st.integers(0, 100), st.integers(0, 3))
+def test_adding_capacity_never_shrinks_the_feasible_set(
+    d: int, n: int, seed: int, node: int
+) -> None:
+    """Capacity added to a node never removes a feasible rate vector, so the feasible set's
+    volume (ratio x the ideal set's volume, which grows with the total capacity as C_T^d)
+    never falls. The ratio alone may fall: all units on node 0 and capacity added to node 1
+    leaves the feasible set as it was while the ideal set grows."""
+    rng = np.random.default_rng(seed)
+    c = rng.random((6, d)) + 0.01
+    a = rng.integers(0, n, 6)
+    cap = np.ones(n)
+    more = cap + np.eye(n)[node % n]
+    base = feasible_set_ratio(c, a, cap, points=2**12)
+    grown = feasible_set_ratio(c, a, more, points=2**12)
+    tol = 3 * (base.error + grown.error) + 0.01
+    assert grown.ratio * more.sum() ** d >= (base.ratio - tol) * cap.sum() ** d
+
+
+def test_lower_bound_changes_the_plan_where_it_must() -> None:
+    """Without the lower bound ROD's plan overloads a node at the rates b it must carry; with
+    it, every node carries b (a case found by search: the two plans differ)."""
+    c = np.array([[2.5, 2.9], [2.9, 2.5], [0.1, 0.3], [2.9, 1.6]])
+    b = np.array([0.17, 0.01])
+
+    def node_loads_at_b(a: np.ndarray) -> np.ndarray:
+        out = np.zeros((2, 2))
+        np.add.at(out, a, c)
+        return out @ b
+
+    plain = rod(c, np.ones(2))
+    bounded = rod(c, np.ones(2), lower_bound=b)
+    assert node_loads_at_b(plain).max() > 1.0  # the plain plan fails at b
+    assert node_loads_at_b(bounded).max() <= 1.0  # the bounded plan carries b
+    assert plain.tolist() != bounded.tolist()
 
 
 def test_baselines_place_each_once() -> None:
