@@ -17,7 +17,7 @@ from core.workload import rates
 from placement import baselines, correlation
 from placement.feasible import feasible_set_ratio, min_plane_distance
 
-__all__ = ["compare", "compare_ha", "place", "shed_at"]
+__all__ = ["compare", "compare_ha", "mean_adaptation", "place", "shed_at"]
 
 HA_KEYS = (
     "runtime_overhead",
@@ -76,6 +76,31 @@ def compare(
                 row[k] = float(np.mean([r[k] for r in runs]))
         row["seeds"] = seeds
         row["shedding"] = shed or scenario.controller.shedding.method
+        row["adaptation"] = mean_adaptation([r.get("adaptation", []) for r in runs])
+        out.append(row)
+    return out
+
+
+def mean_adaptation(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Adaptation figures per change time averaged over runs; ``adaptation_rounds`` is None
+    when some run never adapted (the mean of the others would flatter it).
+
+    >>> a = [{"at_s": 600.0, "latency_before_s": 0.1, "latency_after_s": 0.3, "adaptation_rounds": 6}]
+    >>> b = [{"at_s": 600.0, "latency_before_s": 0.3, "latency_after_s": 0.5, "adaptation_rounds": None}]
+    >>> mean_adaptation([a, a])[0]["adaptation_rounds"], mean_adaptation([a, b])[0]["adaptation_rounds"]
+    (6.0, None)
+    """
+    if not runs or not runs[0]:
+        return []
+    out = []
+    for i, first in enumerate(runs[0]):
+        rows = [r[i] for r in runs]
+        row: dict[str, Any] = {"at_s": first["at_s"]}
+        for k in ("latency_before_s", "latency_after_s"):
+            vals = [x[k] for x in rows if x[k] is not None]
+            row[k] = float(np.mean(vals)) if vals else None
+        rounds = [x["adaptation_rounds"] for x in rows]
+        row["adaptation_rounds"] = None if None in rounds else float(np.mean(rounds))
         out.append(row)
     return out
 

@@ -17,11 +17,40 @@ from typing import Any
 
 from core.plans import Plan
 
-__all__ = ["DecisionLog"]
+__all__ = ["DecisionLog", "DecisionLogError"]
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+class DecisionLogError(ValueError):
+    """A file that is not a readable trimtab decision log."""
 
 
 class DecisionLog:
     """Append-only rounds and plans in SQLite, safe to read while the daemon writes."""
+
+    @classmethod
+    def read_only(cls, path: str | Path) -> DecisionLog:
+        """Open an existing decision log for reading: the file is never written, and a file
+        that is not a trimtab decision log is refused (``DecisionLogError`` naming why)."""
+        p = Path(path)
+        if not p.is_file():
+            raise DecisionLogError(f"{p}: no such file")
+        with open(p, "rb") as f:
+            if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
+                raise DecisionLogError(f"{p}: not a trimtab decision log (not an SQLite file)")
+        db = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
+        try:
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        except sqlite3.DatabaseError as e:
+            db.close()
+            raise DecisionLogError(f"{p}: not a trimtab decision log ({e})") from None
+        if not {"rounds", "plans"} <= tables:
+            db.close()
+            raise DecisionLogError(f"{p}: not a trimtab decision log (no rounds and plans tables)")
+        log = cls.__new__(cls)
+        log.path, log.retention, log._lock, log._db = p, 0, threading.Lock(), db
+        return log
 
     def __init__(self, path: str | Path, retention_rounds: int = 10_000) -> None:
         self.path = Path(path)

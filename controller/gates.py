@@ -8,7 +8,9 @@
   variance below ``min_gain``.
 
 ``HoldList`` keeps units whose last move did not lower the mean node-load variance where they
-are for ``ineffective_hold_rounds`` rounds (against flapping).
+are for ``ineffective_hold_rounds`` rounds, and bounds churn: a unit moved in the last
+``churn_rounds`` rounds is not moved again by a pair-wise round (the per-operator migration
+cool-down of the Borealis pitfalls; a global step or a recovery may still move it).
 """
 
 from __future__ import annotations
@@ -92,14 +94,17 @@ class Gates:
 class HoldList:
     """Units whose move did not help stay where they are for a while."""
 
-    def __init__(self, hold_rounds: int) -> None:
-        self.hold_rounds = hold_rounds
+    def __init__(self, hold_rounds: int, churn_rounds: int = 0) -> None:
+        self.hold_rounds, self.churn_rounds = hold_rounds, churn_rounds
         self.until: dict[int, int] = {}  # unit -> last round it is held
+        self.last_moved: dict[int, int] = {}  # unit -> round of its last move
         self.pending: tuple[list[int], float] | None = None  # last move: units, variance before
 
-    def moved(self, units: list[int], variance_before: float) -> None:
+    def moved(self, units: list[int], variance_before: float, round_now: int = 0) -> None:
         """Record a move, to be judged next round."""
         self.pending = (units, variance_before)
+        for u in units:
+            self.last_moved[int(u)] = round_now
 
     def judge(self, variance_now: float, round_now: int) -> None:
         """Hold the last move's units when the mean node-load variance did not fall."""
@@ -110,11 +115,29 @@ class HoldList:
             for u in p[0]:
                 self.until[int(u)] = round_now + self.hold_rounds
         self.until = {u: r for u, r in self.until.items() if r >= round_now}  # bounded
+        horizon = round_now - self.churn_rounds
+        self.last_moved = {u: r for u, r in self.last_moved.items() if r >= horizon}
 
     def filter(
-        self, new: NDArray[np.int64], assign: NDArray[np.int64], round_now: int
+        self,
+        new: NDArray[np.int64],
+        assign: NDArray[np.int64],
+        round_now: int,
+        churn: bool = True,
     ) -> list[int]:
-        """Undo the proposed moves of held units in ``new``; returns those units."""
-        held = [u for u, r in self.until.items() if r >= round_now and new[u] != assign[u]]
-        new[held] = assign[held]
-        return held
+        """Undo the proposed moves of held units in ``new`` (with ``churn``, also of units
+        moved in the last ``churn_rounds`` rounds); returns those units.
+
+        >>> h = HoldList(hold_rounds=0, churn_rounds=2)
+        >>> h.moved([0], 1.0, round_now=5)
+        >>> new, old = np.array([1, 1]), np.array([0, 0])
+        >>> h.filter(new.copy(), old, round_now=7), h.filter(new.copy(), old, 8)
+        ([0], [])
+        """
+        recent = {
+            u for u, r in self.last_moved.items() if churn and round_now - r <= self.churn_rounds
+        }
+        held = {u for u, r in self.until.items() if r >= round_now} | recent
+        held_list = sorted(u for u in held if new[u] != assign[u])
+        new[held_list] = assign[held_list]
+        return held_list

@@ -114,7 +114,8 @@ class ControlPolicy:
         self.rounds = 0
         self.last_change_round = -(10**9)
         self.gates = Gates(ctx.settings.placement, in_blackout)
-        self.holds = HoldList(ctx.settings.placement.ineffective_hold_rounds)
+        s = ctx.settings.placement
+        self.holds = HoldList(s.ineffective_hold_rounds, s.churn_rounds)
         self.plan_table: Any = None  # a shedding.plan_table.PlanTable when enabled
 
     def initial_plan(self) -> Plan:
@@ -204,7 +205,7 @@ class ControlPolicy:
             return Decision(None, DecisionKind.HOLD, why, before)
         res = self.placement.rebalance(self.ctx, unit_x, assign, alive_mask(obs.node_status))
         new = res.assignment.copy()
-        held = self.holds.filter(new, assign, self.rounds)
+        held = self.holds.filter(new, assign, self.rounds, churn=res.judged_by != "global step")
         moved = np.flatnonzero(new != assign)
         if moved.size == 0:
             why = res.reason + (
@@ -218,7 +219,7 @@ class ControlPolicy:
         if why is not None:
             return Decision(None, DecisionKind.HOLD, why, {**before, "after": after, **res.details})
         self.last_change_round = self.rounds
-        self.holds.moved(moved.tolist(), before["node_variance_mean"])
+        self.holds.moved(moved.tolist(), before["node_variance_mean"], self.rounds)
         numbers = {"moved": int(moved.size), "before": before, "after": after}
         details = {**numbers, "expected_gain": gain, **res.details}
         return self._emit(plan, new, DecisionKind.PLACE, res.reason, details)

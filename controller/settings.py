@@ -42,6 +42,9 @@ class PlacementSettings(BaseModel):
     ineffective_hold_rounds: int = Field(
         3, ge=0, description="rounds a unit whose move did not help stays put"
     )
+    churn_rounds: int = Field(
+        2, ge=0, description="rounds a moved unit stays out of pair-wise rounds"
+    )
     params: dict[str, float] = Field(
         default_factory=dict, description="the method's parameters, e.g. pair_threshold"
     )

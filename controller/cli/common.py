@@ -5,11 +5,14 @@ Exit codes: 0 success, 1 runtime failure, 2 usage or validation error, 3 environ
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
+import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -17,7 +20,18 @@ from rich.table import Table
 from controller.scenario import ScenarioFile, load_scenario
 from core.scenario import ScenarioError
 
-__all__ = ["SPARK_KEYS", "SUMMARY_KEYS", "app", "err", "fail", "load", "names", "progress", "table"]
+__all__ = [
+    "SPARK_KEYS",
+    "SUMMARY_KEYS",
+    "app",
+    "err",
+    "fail",
+    "load",
+    "names",
+    "print_json",
+    "progress",
+    "table",
+]
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="trimtab: steer a stream-processing pipeline."
@@ -45,6 +59,41 @@ SUMMARY_KEYS = (
     "dropped_fraction",
     "lost_tuples",
 )
+
+
+def _finite(x: Any, replaced: list[str], where: str = "") -> Any:
+    """``x`` with every NaN or infinite number replaced by None (JSON has neither)."""
+    if isinstance(x, np.ndarray):
+        x = x.tolist()
+    if isinstance(x, dict):
+        return {k: _finite(v, replaced, f"{where}.{k}" if where else str(k)) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_finite(v, replaced, f"{where}[{i}]") for i, v in enumerate(x)]
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        replaced.append(where or "(value)")
+        return None
+    return x
+
+
+def print_json(obj: Any) -> None:
+    """Print ``obj`` as strict JSON: undefined numbers (NaN, infinities) become null, and
+    stderr says once which fields were undefined.
+
+    >>> print_json({"a": 1.5, "b": float("nan")})
+    {"a": 1.5, "b": null}
+    """
+    replaced: list[str] = []
+    clean = _finite(obj, replaced)
+    print(json.dumps(clean, default=float, allow_nan=False))
+    if replaced:
+        more = f" and {len(replaced) - 5} more" if len(replaced) > 5 else ""
+        print(
+            f"note: undefined (NaN or infinite) values printed as null: "
+            f"{', '.join(replaced[:5])}{more}",
+            file=sys.stderr,
+        )
 
 
 def fail(msg: str, code: int = 2) -> NoReturn:

@@ -16,6 +16,7 @@ from controller.cli.common import (
     app,
     err,
     fail,
+    print_json,
 )
 from core.scenario import ScenarioError
 
@@ -81,7 +82,7 @@ def status_cmd(
     alive = _pid_alive(int(st.get("pid", -1))) and not st.get("stopped")
     st["running"] = alive
     if json_out:
-        print(json.dumps(st))
+        print_json(st)
         return
     t = Table(show_header=False)
     for k in (
@@ -124,13 +125,18 @@ def decisions_cmd(
 
     Example: trimtab decisions --last 5 --json
     """
-    from controller.decisionlog import DecisionLog
+    from controller.decisionlog import DecisionLog, DecisionLogError
 
     if not decision_log.exists():
         fail(f"--decision-log: no decision log at {decision_log}")
-    rows = DecisionLog(decision_log).last(last)
+    try:
+        log = DecisionLog.read_only(decision_log)
+        rows = log.last(last)
+        log.close()
+    except DecisionLogError as e:
+        fail(f"--decision-log: {e}")
     if json_out:
-        print(json.dumps(rows, default=float))
+        print_json(rows)
         return
     t = Table()
     for c in ("round", "kind", "plan", "applied", "reason"):

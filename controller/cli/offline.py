@@ -3,7 +3,6 @@ partitioners on a key stream."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +15,7 @@ from controller.cli.common import (
     fail,
     load,
     names,
+    print_json,
     table,
 )
 
@@ -41,7 +41,7 @@ def place_cmd(
     except ValueError as e:
         fail(str(e))
     if json_out:
-        print(json.dumps(rows, default=float))
+        print_json(rows)
         return
     Console().print(
         table(
@@ -76,7 +76,7 @@ def shed_cmd(
     except ValueError as e:
         fail(str(e))
     if json_out:
-        print(json.dumps(rows, default=float))
+        print_json(rows)
         return
     t = Table()
     for c in ("method", "keep", "weighted output", "node loads", "shadow prices", "solve ms"):
@@ -150,6 +150,6 @@ def partition_cmd(
     except ValueError as e:
         fail(str(e))
     if json_out:
-        print(json.dumps(rows, default=float))
+        print_json(rows)
         return
     Console().print(table(rows, PARTITION_KEYS, "partitioner"))

@@ -3,7 +3,6 @@ and the demo (trimtab against hash routing on Spark)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,6 +17,7 @@ from controller.cli.common import (
     fail,
     load,
     names,
+    print_json,
     progress,
     table,
 )
@@ -65,7 +65,7 @@ def replay(
     scenario: ScenarioArg,
     substrate: Annotated[str, typer.Option(help="sim (the simulator) or spark")] = "sim",
     placement: PlacementOpt = None,
-    ticks: Annotated[int | None, typer.Option(help="stop after N ticks")] = None,
+    ticks: Annotated[int | None, typer.Option(min=1, help="stop after N ticks")] = None,
     seed: SeedOpt = None,
     shedding: SheddingOpt = None,
     master: MasterOpt = "local[2]",
@@ -142,7 +142,7 @@ def _finish(res: Any, report: Path | None, json_out: bool, name: str) -> None:
         write_report(res, report)
         res.summary["report"] = str(report)
     if json_out:
-        print(json.dumps(res.summary, default=float))
+        print_json(res.summary)
         return
     keys = SUMMARY_KEYS + tuple(k for k in SPARK_KEYS if k in res.summary)
     Console().print(table([{**res.summary, "scenario": name}], keys, "scenario"))
@@ -188,7 +188,7 @@ def compare_cmd(
     except ValueError as e:
         fail(str(e))
     if json_out:
-        print(json.dumps(rows, default=float))
+        print_json(rows)
         return
     if ha is not None:
         Console().print(table(rows, (*HA_KEYS, "mean_latency", "throughput"), "ha"))

@@ -14,6 +14,7 @@ from controller.cli.common import (
     app,
     fail,
     load,
+    print_json,
 )
 
 pipeline_app = typer.Typer(
@@ -78,7 +79,7 @@ def pipeline_run(
         )
     except (ValueError, RuntimeError) as e:
         fail(str(e), 1)
-    print(json.dumps({k: out[k] for k in ("role", "epoch", "restored_through", "committed")}))
+    print_json({k: out[k] for k in ("role", "epoch", "restored_through", "committed")})
 
 
 input_app = typer.Typer(help="Write a pipeline's input log.", no_args_is_help=True)
@@ -119,7 +120,7 @@ def input_generate(
     if close:
         log.close()
     written = log.next_index() - start  # the pipeline may have trimmed some already
-    print(json.dumps({"rows": rows, "segments": written, "first": start, "closed": log.closed}))
+    print_json({"rows": rows, "segments": written, "first": start, "closed": log.closed})
 
 
 @app.command("inject")
@@ -143,7 +144,7 @@ def inject_cmd(
     from spark_adapter.faults import inject
 
     try:
-        print(json.dumps(inject(fault, target, workdir, seconds)))
+        print_json(inject(fault, target, workdir, seconds))
     except ValueError as e:
         fail(str(e))
     except LookupError as e:
@@ -182,8 +183,8 @@ def cluster_cmd(
             )
         )
     elif action == "down":
-        print(json.dumps({"stopped": cluster_down(state_file)}))
+        print_json({"stopped": cluster_down(state_file)})
     elif action == "status":
-        print(json.dumps(cluster_status(state_file)))
+        print_json(cluster_status(state_file))
     else:
         fail(f"action: {action!r} is not up, down or status")
