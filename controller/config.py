@@ -26,6 +26,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from controller.placements import PLACEMENTS
 from controller.settings import (
     ControllerSettings,
     HASettings,
@@ -37,7 +38,7 @@ from core.scenario import format_validation_error
 
 __all__ = ["ConfigError", "Settings", "load_settings"]
 
-_STRICT = ConfigDict(extra="forbid")
+_STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
 _WINDOW = re.compile(r"^([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-3]):[0-5]\d$")
 
 
@@ -135,6 +136,15 @@ class Settings(BaseSettings):
     )
     state_dir: str = Field(".trimtab", description="status file and other runtime state")
     log_format: Literal["json", "console"] = "json"
+
+    @model_validator(mode="after")
+    def _known_method(self) -> Settings:
+        m = self.placement.method
+        if "method" in self.placement.model_fields_set and m not in PLACEMENTS:
+            raise ValueError(
+                f"placement.method: unknown method {m!r} (known: {', '.join(sorted(PLACEMENTS))})"
+            )
+        return self
 
     def controller_settings(self, base: ControllerSettings | None = None) -> ControllerSettings:
         """The settings the controller runs with: the steered scenario's (``base``) with every

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from controller.placements import PLACEMENTS
 from controller.settings import ControllerSettings
 from core.scenario import Scenario, load_model
 
@@ -21,7 +22,7 @@ __all__ = ["Expectations", "ScenarioFile", "load_scenario"]
 class Expectations(BaseModel):
     """Optional checks on a replay's summary."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     max_mean_latency_s: float | None = Field(None, gt=0)
     max_p99_latency_s: float | None = Field(None, gt=0)
     zero_lost_tuples: bool = False
@@ -33,6 +34,17 @@ class ScenarioFile(Scenario):
 
     controller: ControllerSettings = Field(default_factory=ControllerSettings)
     expect: Expectations = Field(default_factory=Expectations)
+
+    @model_validator(mode="after")
+    def _known_methods(self) -> ScenarioFile:
+        p = self.controller.placement
+        for field, name in (("method", p.method), ("initial", p.initial)):
+            if name is not None and name not in PLACEMENTS:
+                raise ValueError(
+                    f"controller.placement.{field}: unknown method {name!r} "
+                    f"(known: {', '.join(sorted(PLACEMENTS))})"
+                )
+        return self
 
     @model_validator(mode="after")
     def _fixed_references(self) -> ScenarioFile:

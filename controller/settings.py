@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from partitioners.registry import NAMES as PARTITIONERS
 
 __all__ = [
     "ControllerSettings",
@@ -23,7 +25,7 @@ __all__ = [
     "overlay",
 ]
 
-_STRICT = ConfigDict(extra="forbid", frozen=True)
+_STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 CORRELATION_SHORTHANDS = ("pair_threshold", "load_threshold")
 
 
@@ -119,6 +121,14 @@ class ControllerSettings(BaseModel):
     interval_s: float = Field(10.0, gt=0, le=3600, description="seconds between control rounds")
     window_k: int = Field(10, ge=1, le=1000, description="load samples per window")
     partitioner: str = Field("hash", description="hot-key partitioner of a keyed stage")
+
+    @field_validator("partitioner")
+    @classmethod
+    def _known_partitioner(cls, v: str) -> str:
+        if v not in PARTITIONERS:
+            raise ValueError(f"unknown partitioner {v!r} (known: {', '.join(PARTITIONERS)})")
+        return v
+
     placement: PlacementSettings = Field(default_factory=PlacementSettings)
     shedding: SheddingSettings = Field(default_factory=SheddingSettings)
     ha: HASettings = Field(default_factory=HASettings)

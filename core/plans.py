@@ -25,7 +25,7 @@ __all__ = [
     "unit_id",
 ]
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
+_FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 def unit_id(op_id: str, kg: int, key_groups: int) -> str:

@@ -9,14 +9,20 @@ physical ``load_scenario`` leaves them out.
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from core.cluster import Cluster, Node
+from core.rates import (
+    RATE_KINDS,
+    PiecewiseRate,
+    RateSpec,
+    TraceRate,
+    read_rate_trace,
+)
 from core.topology import OperatorSpec, QueryNetwork, TopologyError
 
 __all__ = [
@@ -24,8 +30,6 @@ __all__ = [
     "KeySpec",
     "NodeSpec",
     "OperatorModel",
-    "PiecewiseRate",
-    "RateSpec",
     "Scenario",
     "ScenarioError",
     "StreamSpec",
@@ -33,7 +37,7 @@ __all__ = [
     "load_scenario",
 ]
 
-_STRICT = ConfigDict(extra="forbid", frozen=True)
+_STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ScenarioError(ValueError):
@@ -68,123 +72,6 @@ class ClusterSpec(BaseModel):
         if len(set(ids)) != len(ids):
             raise ValueError("duplicate node id")
         return self
-
-
-class ConstantRate(BaseModel):
-    """A constant rate in tuples/s."""
-
-    model_config = _STRICT
-    kind: Literal["constant"]
-    rate: float = Field(ge=0)
-
-
-class StepRate(BaseModel):
-    """A piecewise-constant rate: ``steps`` of (at_s, rate), starting from ``rate``."""
-
-    model_config = _STRICT
-    kind: Literal["step"]
-    rate: float = Field(ge=0)
-    steps: list[tuple[Annotated[float, Field(ge=0)], Annotated[float, Field(ge=0)]]]
-
-
-class SineRate(BaseModel):
-    """``base + amplitude * sin(2 pi (t + phase_s) / period_s)``, clipped at 0."""
-
-    model_config = _STRICT
-    kind: Literal["sine"]
-    base: float = Field(ge=0)
-    amplitude: float = Field(ge=0)
-    period_s: float = Field(gt=0)
-    phase_s: float = 0.0
-
-
-class BurstyRate(BaseModel):
-    """On/off bursts: ``high`` for ``on_s`` then ``low`` for ``off_s``, with a random phase jitter."""
-
-    model_config = _STRICT
-    kind: Literal["bursty"]
-    low: float = Field(ge=0)
-    high: float = Field(ge=0)
-    on_s: float = Field(gt=0)
-    off_s: float = Field(gt=0)
-    phase_s: float = 0.0
-    jitter: float = Field(0.0, ge=0, le=1)
-
-
-class RandomWalkRate(BaseModel):
-    """A reflected Gaussian random walk around ``start`` with step std ``sigma`` per second."""
-
-    model_config = _STRICT
-    kind: Literal["random_walk"]
-    start: float = Field(ge=0)
-    sigma: float = Field(ge=0)
-    low: float = Field(0.0, ge=0)
-    high: float = Field(gt=0)
-
-
-class RampRate(BaseModel):
-    """A linear ramp from ``start`` to ``end`` between ``from_s`` and ``to_s``."""
-
-    model_config = _STRICT
-    kind: Literal["ramp"]
-    start: float = Field(ge=0)
-    end: float = Field(ge=0)
-    from_s: float = Field(0.0, ge=0)
-    to_s: float = Field(gt=0)
-
-
-class TraceRate(BaseModel):
-    """A rate trace from a CSV file with columns ``t_s,rate`` (relative to the scenario file)."""
-
-    model_config = _STRICT
-    kind: Literal["trace"]
-    path: str
-    scale: float = Field(1.0, gt=0)
-
-
-SimpleRate = Annotated[
-    ConstantRate | StepRate | SineRate | BurstyRate | RandomWalkRate | RampRate | TraceRate,
-    Field(discriminator="kind"),
-]
-
-
-class RatePiece(BaseModel):
-    """One piece of a piecewise rate: ``rate`` from ``from_s`` on."""
-
-    model_config = _STRICT
-    from_s: float = Field(ge=0)
-    rate: SimpleRate
-
-
-class PiecewiseRate(BaseModel):
-    """A rate process that changes at given times (a drift): each piece holds from its
-    ``from_s`` until the next piece's. The first piece starts at 0."""
-
-    model_config = _STRICT
-    kind: Literal["piecewise"]
-    pieces: list[RatePiece] = Field(min_length=1)
-
-    @model_validator(mode="after")
-    def _ordered(self) -> PiecewiseRate:
-        starts = [p.from_s for p in self.pieces]
-        if starts[0] != 0:
-            raise ValueError(f"pieces.0.from_s: the first piece starts at 0 (got {starts[0]})")
-        if any(b <= a for a, b in itertools.pairwise(starts)):
-            raise ValueError(f"pieces: from_s must increase (got {starts})")
-        return self
-
-
-RateSpec = Annotated[
-    ConstantRate
-    | StepRate
-    | SineRate
-    | BurstyRate
-    | RandomWalkRate
-    | RampRate
-    | TraceRate
-    | PiecewiseRate,
-    Field(discriminator="kind"),
-]
 
 
 class HotKeyShift(BaseModel):
@@ -308,6 +195,14 @@ class Scenario(BaseModel):
     @model_validator(mode="after")
     def _references(self) -> Scenario:
         nodes = {n.id for n in self.cluster.nodes}
+        for i, st in enumerate(self.streams):
+            pieces = st.rate.pieces if isinstance(st.rate, PiecewiseRate) else []
+            for rate in [st.rate, *(p.rate for p in pieces)]:
+                if isinstance(rate, TraceRate):
+                    try:
+                        read_rate_trace(Path(self.base_dir) / rate.path)
+                    except ValueError as e:
+                        raise ValueError(f"streams.{i}.rate.path: {e}") from None
         for i, f in enumerate(self.faults):
             if f.node not in nodes:
                 raise ValueError(f"faults.{i}.node: unknown node {f.node!r}")
@@ -364,7 +259,7 @@ def _format_loc(loc: tuple[Any, ...]) -> str:
     return ".".join(parts) or "(root)"
 
 
-_RATE_TAGS = {"constant", "step", "sine", "bursty", "random_walk", "ramp", "trace", "piecewise"}
+_RATE_TAGS = set(RATE_KINDS)
 
 
 def format_validation_error(err: ValidationError) -> list[str]:

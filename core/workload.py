@@ -14,19 +14,19 @@ import numpy as np
 from numpy.typing import NDArray
 
 from core.hashing import stable_mod
-from core.scenario import (
+from core.rates import (
     BurstyRate,
     ConstantRate,
-    KeySpec,
     PiecewiseRate,
     RampRate,
     RandomWalkRate,
     RateSpec,
-    Scenario,
     SineRate,
     StepRate,
     TraceRate,
+    read_rate_trace,
 )
+from core.scenario import KeySpec, Scenario
 
 __all__ = [
     "KeyEpochs",
@@ -46,7 +46,7 @@ def rate_series(spec: RateSpec, t_s: Array, rng: np.random.Generator, base_dir: 
 
     Examples
     --------
-    >>> from core.scenario import StepRate
+    >>> from core.rates import StepRate
     >>> rate_series(StepRate(kind="step", rate=1, steps=[(2, 5)]), np.arange(4.0),
     ...             np.random.default_rng(0)).tolist()
     [1.0, 1.0, 5.0, 5.0]
@@ -89,9 +89,8 @@ def rate_series(spec: RateSpec, t_s: Array, rng: np.random.Generator, base_dir: 
             out[sel] = rate_series(piece.rate, t, rng, base_dir)[sel]
         return out
     if isinstance(spec, TraceRate):
-        path = Path(base_dir) / spec.path
-        data = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
-        return np.interp(t, data[:, 0], data[:, 1]) * spec.scale
+        times, values = read_rate_trace(Path(base_dir) / spec.path)
+        return np.interp(t, times, values) * spec.scale
     raise TypeError(f"rate: unsupported rate kind {type(spec).__name__}")
 
 

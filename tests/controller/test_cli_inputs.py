@@ -43,3 +43,39 @@ def test_decisions_never_writes_a_file_that_is_not_its_own(tmp_path: Path) -> No
 def test_zero_ticks_is_refused() -> None:
     r = _run("replay", str(SCENARIOS / "seed-shedding-2node.yaml"), "--ticks", "0", "--json")
     assert r.returncode == 2 and "ticks" in r.stderr
+
+
+def _scenario_with(tmp: Path, **changes: object) -> Path:
+    import yaml
+
+    d = yaml.safe_load((SCENARIOS / "seed-shedding-2node.yaml").read_text())
+    for key, value in changes.items():
+        if key == "rate":
+            d["streams"][0]["rate"] = value
+        else:
+            d["controller"][key] = value
+    f = tmp / "s.yaml"
+    f.write_text(yaml.safe_dump(d))
+    return f
+
+
+BAD_SCENARIOS = [
+    ("rate", {"kind": "trace", "path": "nope.csv"}, "streams.0.rate.path: trace file not found"),
+    ("rate", {"kind": "trace", "path": "empty.csv"}, "needs at least two rows"),
+    ("rate", {"kind": "trace", "path": "header.csv"}, "the header must be t_s,rate (got a,b)"),
+    ("rate", {"kind": "constant", "rate": float("inf")}, "streams.0.rate.rate"),
+    ("partitioner", "nosuch", "controller.partitioner: unknown partitioner 'nosuch'"),
+    ("placement", {"method": "nosuch"}, "controller.placement.method: unknown method 'nosuch'"),
+]
+
+
+def test_every_scenario_input_is_checked_before_anything_runs(tmp_path: Path) -> None:
+    (tmp_path / "empty.csv").write_text("t_s,rate\n")
+    (tmp_path / "header.csv").write_text("a,b\n0,1\n10,2\n")
+    for key, value, message in BAD_SCENARIOS:
+        f = _scenario_with(tmp_path, **{key: value})
+        for cmd in (["validate", str(f)], ["replay", str(f), "--json"]):
+            r = _run(*cmd)
+            assert r.returncode == 2, (key, value, r.stderr)
+            assert message in r.stderr and "Traceback" not in r.stderr, r.stderr
+            assert len(r.stderr.strip().splitlines()) == 1, r.stderr
