@@ -85,6 +85,10 @@ def replay(
     sc = load(scenario)
     if substrate not in ("sim", "spark"):
         fail(f"--substrate: {substrate!r} is not a substrate (use 'sim' or 'spark')")
+    if ticks is not None and ticks > sc.ticks:
+        err.print(
+            f"note: --ticks {ticks} is beyond the scenario's {sc.ticks} ticks; replaying {sc.ticks}"
+        )
     try:
         if substrate == "spark":
             from controller.spark_replay import replay_spark
