@@ -127,7 +127,7 @@ class Correlation(_Base):
     The global step runs once the window holds ``window_k`` samples; then every round runs the
     method's own pair-wise round, whose moves the Borealis acceptance rule has judged. The
     stale-placement trigger (``controller.stale_trigger``, params ``stale_factor``,
-    ``stale_rounds``, ``stale_trigger`` 0 to turn it off) runs the global step again when the
+    ``stale_rounds``, ``stale_trigger`` 1 to turn it on) runs the global step again when the
     node loads have drifted. A global step's plan is reached ``max_moves`` units per round
     (heaviest first), so a large re-placement is neither vetoed nor done at once.
     """
@@ -144,7 +144,7 @@ class Correlation(_Base):
         self.trigger = StaleTrigger(
             factor=float(self.params.get("stale_factor", 2.0)),
             rounds=int(self.params.get("stale_rounds", 3)),
-            enabled=bool(self.params.get("stale_trigger", 1.0)),
+            enabled=bool(self.params.get("stale_trigger", 0.0)),  # off: see BENCHMARKS
         )
         self.target: IntArray | None = None  # a re-run global step's plan, reached step by step
         self.target_why = ""

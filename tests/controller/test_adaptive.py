@@ -63,7 +63,7 @@ def _variance(loop: ControlLoop, unit_x: np.ndarray) -> float:
 
 
 def test_the_stale_trigger_reruns_the_global_step_after_a_drift() -> None:
-    loop, _, after = _loop({})
+    loop, _, after = _loop({"stale_trigger": 1.0})
     reasons = [r.reason for r in loop.records]
     first = next(i for i, r in enumerate(reasons) if r.startswith("global correlation"))
     stale = [i for i, r in enumerate(reasons) if r.startswith("stale placement")]
@@ -73,7 +73,7 @@ def test_the_stale_trigger_reruns_the_global_step_after_a_drift() -> None:
     assert len(stale) >= 2
     # and it fits the new correlations: node variance on the drifted loads is far lower than
     # with the trigger off (the single Borealis global step)
-    off, _, _ = _loop({"stale_trigger": 0.0})
+    off, _, _ = _loop({})  # the default: off
     assert not any(r.reason.startswith("stale placement") for r in off.records)
     t = np.arange(K)
     wave = 0.5 + 0.5 * np.sin(2 * np.pi * t / K)
