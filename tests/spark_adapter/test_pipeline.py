@@ -260,7 +260,8 @@ def test_replay_on_spark_with_the_controller(spark, tmp_path: Path) -> None:  # 
 def test_external_controller_protocol(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from spark_adapter.external import ExternalSparkSubstrate
 
-    sc, q, pipe = make(spark, tmp_path, segments=2)
+    # enough rows that a partition's work outweighs an empty partition's fixed cost
+    sc, q, pipe = make(spark, tmp_path, segments=2, scale=0.25)
     pipe.plans.publish(plan(q, [0] * q.key_groups))
     pipe.run_available()
     ext = ExternalSparkSubstrate(tmp_path, list(q.sides), 2, sc.tick_s)
@@ -270,7 +271,7 @@ def test_external_controller_protocol(spark, tmp_path: Path) -> None:  # type: i
     )  # all rows on partition 0
     assert ext.observe().samples == 0  # nothing new
     ext.apply(plan(q, [1] * q.key_groups, 1))
-    pipe.input.generate(sc, 2, scale=0.1, start=2)
+    pipe.input.generate(sc, 2, scale=0.25, start=2)
     pipe.run_available()
     obs = ext.observe()
     assert (
