@@ -14,7 +14,7 @@ from core.workload import key_probabilities, sample_keys
 from partitioners.base import candidates, window_metrics
 from partitioners.capa import CAPA, ECAPA, ProbeLatency, completion_time
 from partitioners.consistent_grouping import ConsistentGrouping, vw_counts
-from partitioners.dalton import Dalton, reward, update_split_cap
+from partitioners.dalton import Dalton, hot_divisor, reduce_weight, reward, update_split_cap
 from partitioners.dchoices import DChoices, WChoices, solve_d
 from partitioners.key_grouping import KeyGrouping
 from partitioners.pkg import PKG
@@ -210,15 +210,48 @@ def test_dalton_rules() -> None:
     assert reward(5, 10, 1, 4) == pytest.approx(0.125)
     assert update_split_cap(2, np.array([2] * 7 + [1] * 3)) == 3
     assert update_split_cap(2, np.array([2] * 6 + [1] * 4)) == 2
-    d = Dalton(20, interval=2000)
+    # the reference's fixed limit: no key ever on more than 6 workers
+    d = Dalton(20, interval=2000, max_split_limit=6)
     keys = zipf(1.5, 60_000, space=1000)
     for i in range(0, keys.size, 2000):
         w = d.route(keys[i : i + 2000])
         k = keys[i : i + 2000]
-        cap = d.max_split
         for key in np.unique(k[:200]):
             assert np.unique(w[k == key]).size <= 6
-        assert cap <= 6
+        assert d.max_split <= 6
+
+
+def test_dalton_split_cap_grows_with_the_load_and_bounds_each_key() -> None:
+    """A key with a quarter of the stream needs ~13 of 50 workers: the cap must pass 6, and
+    within an interval no key exceeds the cap in effect."""
+    keys = zipf(1.3, 400_000, space=10_000)
+    imbalance = {}
+    for limit in (6, None):
+        d = Dalton(50, seed=1, interval=20_000, key_space=10_000, max_split_limit=limit)
+        caps, imb = [], []
+        for i in range(0, keys.size, 20_000):
+            cap = d.max_split
+            k = keys[i : i + 20_000]
+            w = d.route(k)
+            fan = np.bincount(np.unique(k * 50 + w) // 50)
+            assert fan.max() <= cap
+            caps.append(cap)
+            imb.append(window_metrics(k, w, 50).imbalance)
+        imbalance[limit] = float(np.mean(imb[10:]))
+    assert max(caps) > 6
+    # capped at 6 the hottest key alone holds its workers over twice the mean
+    assert imbalance[6] > 1.0
+    assert imbalance[None] < 0.5 * imbalance[6]
+
+
+def test_dalton_hot_threshold_and_reward_weight_adapt() -> None:
+    assert hot_divisor(1, 0.5, 0.1, 4, 4) == 2  # cap at its limit, still unbalanced
+    assert hot_divisor(1, 0.5, 0.1, 3, 4) == 1  # the cap can still grow first
+    assert hot_divisor(64, 0.5, 0.1, 4, 4) == 100
+    assert hot_divisor(8, 0.01, 0.1, 4, 4) == 4
+    assert reduce_weight(0.5, 0.3, 0.1) == 0.25
+    assert reduce_weight(0.05, 0.3, 0.1) == 0.05
+    assert reduce_weight(0.25, 0.01, 0.1) == 0.5
 
 
 def test_dalton_regains_balance_after_shift() -> None:
