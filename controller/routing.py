@@ -1,9 +1,13 @@
 """Routing in the control loop: the key-group table from the placement, quotas for hot keys.
 
-Cold keys follow the placement (key group -> partition); each round the latest batch's hot
-keys are split over their partitioner's candidates by ``partitioners.batch_split``. A new
-routing is published only when the hot set or a quota changed by more than ``min_change``
-(hysteresis against flapping quotas).
+Cold keys follow the placement (key group -> partition). Hot keys are routed by the named
+partitioner itself: a live ``partitioners.micro_batch.MicroBatchRouter`` keeps the
+partitioner's state across rounds, routes a sample of the latest batch's keys with its own
+rule, and its split keys become the next batch's quotas. The partitions' measured rows and
+busy seconds are its feedback (speeds for CAPA, E-CAPA and Consistent Grouping). A new routing
+is published only when the hot set or a quota changed by more than ``min_change`` (hysteresis
+against flapping quotas); the plan carries the partitioner's state, so a controller restarted
+from it continues with the same state.
 """
 
 from __future__ import annotations
@@ -13,11 +17,9 @@ from typing import Any
 import numpy as np
 
 from core.cluster import alive_mask
-from core.hashing import stable_mod
 from core.observation import Observation
 from core.plans import Placement, RoutingConfig, key_group_table
-from partitioners.batch_split import split_hot_keys
-from partitioners.registry import NAMES
+from partitioners.micro_batch import MicroBatchRouter, Quotas
 
 __all__ = ["RoutingPolicy"]
 
@@ -26,12 +28,15 @@ class RoutingPolicy:
     """Hot-key routing for a keyed operator placed as ``op_id#kg`` units on partitions."""
 
     def __init__(
-        self, partitioner: str, op_id: str, key_groups: int, n: int, min_change: float = 0.05
+        self,
+        partitioner: str,
+        op_id: str,
+        key_groups: int,
+        n: int,
+        min_change: float = 0.05,
+        seed: int = 0,
     ) -> None:
-        if partitioner not in NAMES:
-            raise ValueError(
-                f"partitioner: unknown name {partitioner!r} (known: {', '.join(NAMES)})"
-            )
+        self.router = MicroBatchRouter(partitioner, n, seed)
         self.name, self.op_id, self.groups, self.n, self.min_change = (
             partitioner,
             op_id,
@@ -39,34 +44,50 @@ class RoutingPolicy:
             n,
             min_change,
         )
+        self._restored = False
+
+    def _restore(self, current: RoutingConfig) -> None:
+        """Adopt the partitioner state the plan in effect carries (a restarted controller)."""
+        self._restored = True
+        if current.state and current.partitioner == self.name:
+            router = MicroBatchRouter.load(current.state)
+            if router.n == self.n:
+                self.router = router
 
     def decide(
         self, obs: Observation, placement: Placement, current: RoutingConfig
     ) -> tuple[RoutingConfig | None, str, dict[str, Any]]:
         """The routing for the next batches, or None to keep ``current``."""
+        if not self._restored:
+            self._restore(current)
+        for b in obs.batches:
+            if len(b.partition_rows) == self.n:
+                self.router.feedback(np.asarray(b.partition_rows), np.asarray(b.partition_busy_s))
         table = key_group_table(placement, self.op_id, self.groups, self.n)
         kc = obs.key_counts
-        hot: dict[int, tuple[tuple[int, float], ...]] = {}
-        if kc.size and self.name not in ("hash", "shuffle"):
-            keys, counts = kc[:, 0].astype(np.int64), kc[:, 1].astype(float)
-            cold = np.asarray(table, dtype=np.int64)[stable_mod(keys, self.groups)]
-            up = alive_mask(obs.node_status[: self.n])
-            cap = None if up.all() else np.where(up, 1.0, 1e-9)  # no quota on lost capacity
-            hot = split_hot_keys(self.name, keys, counts, cold, self.n, capacity=cap)
-        new = RoutingConfig(partitioner=self.name, num_partitions=self.n, table=table, hot=hot)
+        batch = obs.batches[-1].batch_id if obs.batches else self.router.rounds
+        hot: Quotas = {}
+        if kc.size:
+            hot = self.router.step(kc[:, 0].astype(np.int64), kc[:, 1].astype(float), batch)
+            hot = _on_live(hot, alive_mask(obs.node_status[: self.n]))
+        new = RoutingConfig(
+            partitioner=self.name,
+            num_partitions=self.n,
+            table=table,
+            hot=hot,
+            params={"from_batch": int(batch), "state_digest": self.router.state_digest()},
+            state=self.router.dump() if self.router.partitioner is not None else "",
+        )
         details = {
             "hot_keys": len(hot),
             "splits": {str(k): [list(q) for q in v] for k, v in list(hot.items())[:10]},
+            "speeds": [round(float(s), 3) for s in self.router.speeds.capacities()],
         }
         if tuple(current.table) == table and self._close(current.hot, hot):
             return None, "routing unchanged", details
         return new, f"{self.name}: {len(hot)} hot key(s) split, table from placement", details
 
-    def _close(
-        self,
-        a: dict[int, tuple[tuple[int, float], ...]],
-        b: dict[int, tuple[tuple[int, float], ...]],
-    ) -> bool:
+    def _close(self, a: Quotas, b: Quotas) -> bool:
         if set(a) != set(b):
             return False
         for k in a:
@@ -74,3 +95,16 @@ class RoutingPolicy:
             if set(da) != set(db) or any(abs(da[p] - db[p]) > self.min_change for p in da):
                 return False
         return True
+
+
+def _on_live(hot: Quotas, up: np.ndarray) -> Quotas:
+    """Quotas without lost partitions (renormalised); a key left with none follows the table."""
+    if up.all():
+        return hot
+    out: Quotas = {}
+    for key, q in hot.items():
+        kept = [(p, f) for p, f in q if up[p]]
+        total = sum(f for _, f in kept)
+        if kept and total > 0:
+            out[key] = tuple((p, f / total) for p, f in kept)
+    return out

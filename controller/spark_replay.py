@@ -206,7 +206,28 @@ def _summary(
         "migrations": _migrations(sub.published),
         "plan_versions": len(sub.published),
         **_partition_figures(stats, real, timed),
+        "routing_per_batch": _routing_per_batch(timed, pipe),
     }
+
+
+def _routing_per_batch(timed: list[Any], pipe: Any) -> list[dict[str, Any]]:
+    """Per timed batch, the routing it was pinned to: the partitioner that made it, its split
+    keys, their fragmentation (distinct partitions per split key) and a digest of the routing."""
+    out = []
+    for s in timed:
+        r = pipe.plans.load(s.plan_version).routing
+        fan = [len(q) for q in r.hot.values()]
+        out.append(
+            {
+                "batch": s.batch_id,
+                "plan_version": s.plan_version,
+                "partitioner": r.partitioner,
+                "split_keys": len(r.hot),
+                "fragmentation": float(np.mean(fan)) if fan else 1.0,
+                "routing_digest": r.digest(),
+            }
+        )
+    return out
 
 
 def _partition_figures(stats: list[Any], real: list[Any], timed: list[Any]) -> dict[str, Any]:

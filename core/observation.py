@@ -27,6 +27,8 @@ class PipelineBatch:
     rows: int
     partials_merged: int
     started_at: float | None  # wall clock (s since the epoch), when the batch records it
+    partition_rows: tuple[int, ...] = ()  # input rows per partition
+    partition_busy_s: tuple[float, ...] = ()  # busy seconds per partition
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ file with a typo fails to load, and ``Plan.to_json`` / ``Plan.from_json`` round-
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from typing import Any, Literal
 
@@ -121,7 +123,8 @@ class RoutingConfig(BaseModel):
     """Key routing: a key-group -> partition table for cold keys, quotas for split hot keys.
 
     ``hot`` maps a key to ``((partition, fraction), ...)``: its rows are spread over those
-    partitions by a stable hash of the event id, in those proportions.
+    partitions by a stable hash of the event id, in those proportions. ``params`` holds what
+    the partitioner reported with it (the batch it routed from, a digest of its state).
     """
 
     model_config = _FROZEN
@@ -130,6 +133,28 @@ class RoutingConfig(BaseModel):
     table: tuple[int, ...] = ()
     hot: dict[int, tuple[tuple[int, float], ...]] = Field(default_factory=dict)
     params: dict[str, float | int | str] = Field(default_factory=dict)
+    # the live partitioner's state that produced ``hot`` (opaque text), so a controller
+    # restarted from this plan continues where it left off
+    state: str = Field("", repr=False)
+
+    def digest(self) -> str:
+        """A short digest of what routes rows (table and quotas, not the partitioner state).
+
+        Examples
+        --------
+        >>> a = RoutingConfig(num_partitions=2, table=(0, 1), hot={5: ((0, 0.5), (1, 0.5))})
+        >>> a.digest() == a.model_copy(update={"state": "x"}).digest(), len(a.digest())
+        (True, 12)
+        """
+        doc = json.dumps(
+            [
+                "round-robin" if self.partitioner == "shuffle" else "table",
+                self.num_partitions,
+                list(self.table),
+                sorted(self.hot.items()),
+            ]
+        )
+        return hashlib.sha1(doc.encode()).hexdigest()[:12]
 
     @model_validator(mode="after")
     def _check(self) -> RoutingConfig:

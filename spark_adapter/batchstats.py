@@ -169,6 +169,8 @@ def observation_from_batches(
                 int(b.rows.sum()),
                 int(b.info.get("partials_merged", 0)),
                 b.info.get("started_at"),
+                tuple(int(x) for x in b.rows),
+                tuple(float(x) for x in b.busy_s),
             )
             for b in batches
         ),

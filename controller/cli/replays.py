@@ -22,6 +22,7 @@ from controller.cli.common import (
     table,
 )
 from controller.scenario import ScenarioFile
+from partitioners.registry import NAMES as PARTITIONERS
 
 ScenarioArg = Annotated[Path, typer.Argument(help="scenario file (YAML)")]
 MasterOpt = Annotated[
@@ -37,7 +38,12 @@ BatchesOpt = Annotated[
     int, typer.Option(min=1, help="Spark: micro-batches (input segments) to replay")
 ]
 PartitionerOpt = Annotated[
-    str | None, typer.Option(help="Spark: hot-key partitioner (hash, pkg, dchoices, wchoices, ...)")
+    str | None,
+    typer.Option(
+        help="Spark: hot-key partitioner, routing by its own rule: "
+        + ", ".join(PARTITIONERS)
+        + "; default from the scenario"
+    ),
 ]
 PartitionsOpt = Annotated[int, typer.Option(min=1, help="Spark: partitions of the keyed stage")]
 ScaleOpt = Annotated[
@@ -85,6 +91,8 @@ def replay(
     sc = load(scenario)
     if substrate not in ("sim", "spark"):
         fail(f"--substrate: {substrate!r} is not a substrate (use 'sim' or 'spark')")
+    if partitioner is not None and partitioner not in PARTITIONERS:
+        fail(f"--partitioner: unknown name {partitioner!r} (known: {', '.join(PARTITIONERS)})")
     if ticks is not None and ticks > sc.ticks:
         err.print(
             f"note: --ticks {ticks} is beyond the scenario's {sc.ticks} ticks; replaying {sc.ticks}"
@@ -225,6 +233,8 @@ def demo(
     from controller.report import write_report
 
     sc = load(scenario)
+    if partitioner not in PARTITIONERS:
+        fail(f"--partitioner: unknown name {partitioner!r} (known: {', '.join(PARTITIONERS)})")
     if substrate == "sim":
         from controller.placements import DEMO_PLACEMENTS
         from controller.replay import replay_sim
