@@ -1,7 +1,8 @@
 """Side-by-side partitioner replay: the scenario's key stream through each partitioner, without Spark.
 
 Keys are drawn from the scenario's first keyed stream (its rate, key distribution and hot-key
-shifts), or read from a CSV trace (column ``key``). Every window (``window_s`` seconds of
+shifts), or read from a trace (CSV, Parquet or JSON lines; column ``key``, windowed by its time
+column ``ts`` or by a row count). Every window (``window_s`` seconds of
 tuples) each partitioner routes the same keys and gets feedback (window loads, capacities,
 probe latencies); the window's imbalance, fragmentation and aggregation cost are recorded.
 """
@@ -22,7 +23,7 @@ from partitioners.base import window_metrics
 from partitioners.capa import ProbeLatency
 from partitioners.registry import make
 
-__all__ = ["key_stream", "partition_replay"]
+__all__ = ["key_stream", "partition_replay", "read_key_trace"]
 
 
 def key_stream(
@@ -32,21 +33,13 @@ def key_stream(
     keys: int | None = None,
     trace: Path | None = None,
     seed: int | None = None,
+    window_s: float = 1.0,
+    window_rows: int | None = None,
 ) -> tuple[list[np.ndarray], float]:
-    """Per-second key batches of the scenario's keyed stream (or a trace) and the window length."""
+    """Per-tick key batches of the scenario's keyed stream and the tick length, or a trace's
+    windows (``read_key_trace``) and ``window_s``."""
     if trace is not None:
-        if not trace.is_file():
-            raise ValueError(f"--trace: file not found: {trace}")
-        df = pd.read_csv(trace)
-        if "key" not in df.columns:
-            raise ValueError(
-                f"--trace: {trace} has no 'key' column (columns: {', '.join(df.columns)})"
-            )
-        arr = df["key"].to_numpy()
-        if not np.issubdtype(arr.dtype, np.integer) or (arr.size and arr.min() < 0):
-            raise ValueError(f"--trace: {trace} column 'key' must hold non-negative integers")
-        per = max(1, arr.size // 10)
-        return [arr[i : i + per].astype(np.int64) for i in range(0, arr.size, per)], 1.0
+        return read_key_trace(trace, window_s, window_rows), window_s
     stream = next((s for s in scenario.streams if s.keys.space > 1), scenario.streams[0])
     spec: KeySpec = stream.keys
     update: dict[str, Any] = {}
@@ -68,6 +61,59 @@ def key_stream(
     return out, scenario.tick_s
 
 
+def _read_table(path: Path) -> pd.DataFrame:
+    """A CSV, Parquet (``.parquet``) or JSON-lines (``.jsonl``) file as a frame."""
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".parquet":
+            return pd.read_parquet(path)
+        if suffix in (".jsonl", ".ndjson"):
+            return pd.read_json(path, lines=True)
+        return pd.read_csv(path)
+    except (ValueError, OSError, pd.errors.ParserError) as e:
+        raise ValueError(f"--trace: {path}: cannot be read ({str(e).splitlines()[0]})") from e
+
+
+def read_key_trace(
+    path: Path, window_s: float = 1.0, window_rows: int | None = None
+) -> list[np.ndarray]:
+    """A trace's keys in windows: by its time column ``ts`` (seconds; rows in time order,
+    ``window_s`` per window, empty windows kept), or, without one, by ``window_rows`` rows.
+
+    Keys must be non-negative integers; a trace without ``ts`` needs ``window_rows``.
+    """
+    if not path.is_file():
+        raise ValueError(f"--trace: file not found: {path}")
+    df = _read_table(path)
+    if "key" not in df.columns:
+        raise ValueError(
+            f"--trace: {path} has no 'key' column (columns: {', '.join(map(str, df.columns))})"
+        )
+    if df.empty:
+        raise ValueError(f"--trace: {path} has no rows")
+    arr = df["key"].to_numpy()
+    if not np.issubdtype(arr.dtype, np.integer) or arr.min() < 0:
+        raise ValueError(f"--trace: {path} column 'key' must hold non-negative integers")
+    keys = arr.astype(np.int64)
+    if "ts" not in df.columns:
+        if window_rows is None:
+            raise ValueError(
+                f"--trace: {path} has no 'ts' column (seconds); give --window-rows N to cut it "
+                "into windows of N rows"
+            )
+        return [keys[i : i + window_rows] for i in range(0, keys.size, window_rows)]
+    ts = pd.to_numeric(df["ts"], errors="coerce").to_numpy(dtype=float)
+    bad = np.flatnonzero(~np.isfinite(ts))
+    if bad.size:
+        raise ValueError(f"--trace: {path} row {int(bad[0]) + 2}: ts: not a finite number")
+    if window_s <= 0:
+        raise ValueError(f"--window-s: must be > 0 (got {window_s})")
+    order = np.argsort(ts, kind="stable")
+    w = np.floor((ts[order] - ts[order[0]]) / window_s).astype(np.int64)
+    cuts = np.searchsorted(w, np.arange(1, int(w[-1]) + 1))
+    return np.split(keys[order], cuts)
+
+
 def partition_replay(
     scenario: ScenarioFile,
     names: list[str],
@@ -77,7 +123,7 @@ def partition_replay(
     **stream_kw: Any,
 ) -> list[dict[str, Any]]:
     """Route the same key stream through each partitioner; per-window metrics and a summary."""
-    batches, tick_s = key_stream(scenario, **stream_kw)
+    batches, tick_s = key_stream(scenario, window_s=window_s, **stream_kw)
     cl = scenario.cluster_model()
     n = workers or cl.n
     same = n == cl.n

@@ -1,6 +1,7 @@
 """A scenario file as the controller reads it: the physical scenario (``core.scenario``: cluster,
 streams, query network, faults, simulator constants) plus the ``controller:`` block (one
-``ControllerSettings``) and the ``expect:`` block (checks on a replay's summary).
+``ControllerSettings``), the ``expect:`` block (checks on a replay's summary) and the ``spark:``
+block (how a Spark replay runs on one machine).
 
 ``load_scenario`` validates the whole file; every problem names its dotted field and value.
 """
@@ -16,7 +17,7 @@ from controller.placements import PLACEMENTS
 from controller.settings import ControllerSettings
 from core.scenario import Scenario, load_model
 
-__all__ = ["Expectations", "ScenarioFile", "load_scenario"]
+__all__ = ["Expectations", "ScenarioFile", "SparkSettings", "load_scenario"]
 
 
 class Expectations(BaseModel):
@@ -29,11 +30,34 @@ class Expectations(BaseModel):
     max_dropped_fraction: float | None = Field(None, ge=0, le=1)
 
 
+class SparkSettings(BaseModel):
+    """How a Spark replay of the scenario runs on one machine."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # relative speed of each executor, by executor id ("0", "1", ...): executor i spends
+    # max(speeds) / speeds[i] times the operators' CPU cost (heterogeneous executors on one
+    # machine; honoured on local-cluster and standalone masters, where executors have ids)
+    executor_speeds: tuple[float, ...] = ()
+
+    @model_validator(mode="after")
+    def _positive(self) -> SparkSettings:
+        for i, v in enumerate(self.executor_speeds):
+            if not v > 0:
+                raise ValueError(f"spark.executor_speeds.{i}: must be > 0 (got {v})")
+        return self
+
+    def slowdowns(self) -> dict[str, float]:
+        """Executor id -> factor on the operators' CPU cost (the fastest executor: 1)."""
+        top = max(self.executor_speeds, default=1.0)
+        return {str(i): top / v for i, v in enumerate(self.executor_speeds)}
+
+
 class ScenarioFile(Scenario):
     """A replayable scenario with the controller's settings and the run's expectations."""
 
     controller: ControllerSettings = Field(default_factory=ControllerSettings)
     expect: Expectations = Field(default_factory=Expectations)
+    spark: SparkSettings = Field(default_factory=SparkSettings)
 
     @model_validator(mode="after")
     def _known_methods(self) -> ScenarioFile:

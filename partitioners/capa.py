@@ -10,9 +10,12 @@ counts):
   fewer tuples in the window (hash-like, no merge needed);
 * **E-CAPA** (project seed paper): CM with the node's measured latency added, in
   key-equivalents ``(L_i / min L - 1) * mean cardinality`` (``mode="additive"``), or
-  multiplicatively ``card_i * L_i / min L``. Latencies come from timing an identical probe on
-  each node (``ProbeLatency``: median of 5, re-probed when workers change or a run exceeds
-  1.5x the running median).
+  multiplicatively ``card_i * L_i / min L``. Latencies are measured, through ``feedback``: on
+  Spark, the partitions' busy seconds per row from each batch's statistics, smoothed
+  (``partitioners.micro_batch.NodeSpeeds``), which is the probe an engine gives for free; in
+  the offline side-by-side replay, the seed's identical-probe protocol (``ProbeLatency``:
+  median of 5, re-probed when workers change or a run exceeds 1.5x the running median) over
+  the scenario's node latencies.
 """
 
 from __future__ import annotations
@@ -209,8 +212,9 @@ def completion_time(work: Array, latencies: Array, unit_time: float = 0.4) -> fl
 class ProbeLatency:
     """Per-node latency from an identical probe task: median of 5 runs, re-probed on change.
 
-    ``probe(worker) -> seconds`` is supplied by the substrate (a Spark task pinned to a node,
-    or a simulated one).
+    ``probe(worker) -> seconds`` is supplied by the caller; the offline replay
+    (``controller.partition``) times the scenario's node latencies with it. On Spark no probe
+    task runs: the batches' own busy time per row is the measurement.
     """
 
     def __init__(self, probe: Callable[[int], float], runs: int = 5, over: float = 1.5) -> None:

@@ -502,6 +502,44 @@ def drift_scenarios() -> None:
             "expect": {"max_mean_latency_s": 1.0, "zero_lost_tuples": True},
         },
     )
+    write(
+        "heterogeneous-spark",
+        {
+            "description": "A keyed windowed count over Zipf(1.1) keys on two executors whose "
+            "speeds are 1:3 (on Spark: executor 0 spends 3x the operators' CPU; in the "
+            "simulator: node capacities 1 and 3). Partitioners that measure node speed "
+            "(Consistent Grouping, E-CAPA) should give the fast executor three quarters.",
+            "seed": 21,
+            "duration_s": 120,
+            "tick_s": 2.0,
+            "cluster": {
+                "nodes": [
+                    {"id": "n0", "capacity": 1.0, "latency_ms": 3.0},
+                    {"id": "n1", "capacity": 3.0, "latency_ms": 1.0},
+                ]
+            },
+            "streams": [
+                {
+                    "id": "s",
+                    "rate": {"kind": "constant", "rate": 1000},
+                    "keys": {"space": 20000, "distribution": "zipf", "s": 1.1},
+                }
+            ],
+            "operators": [
+                {
+                    "id": "count",
+                    "kind": "aggregate",
+                    "inputs": ["s"],
+                    "cost_us": 200,
+                    "key_groups": 8,
+                    "window": {"size_s": 4, "slide_s": 2},
+                    "params": {"agg": "count"},
+                }
+            ],
+            "controller": {"window_k": 3, "partitioner": "ecapa"},
+            "spark": {"executor_speeds": [1.0, 3.0]},
+        },
+    )
 
 
 if __name__ == "__main__":

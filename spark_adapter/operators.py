@@ -14,7 +14,10 @@ No pyspark import here: this module is tested on its own.
 
 from __future__ import annotations
 
+import functools
 import math
+import os
+import re
 import time
 from typing import Any
 
@@ -64,9 +67,29 @@ def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
     return pd.concat(full, ignore_index=True) if full else pd.DataFrame(columns=columns)
 
 
+SLOWDOWN_ENV = "TRIMTAB_EXECUTOR_SLOWDOWN"
+
+
+@functools.cache
+def executor_slowdown() -> float:
+    """This executor's factor on the operators' CPU cost: heterogeneous executors on one machine.
+
+    ``TRIMTAB_EXECUTOR_SLOWDOWN="0:3,1:1"`` (set for the executors through
+    ``spark.executorEnv``) maps executor ids to factors. A Python worker learns its executor's
+    id from the log address Spark gives it (``SPARK_LOG_URL_STDERR``, ``executorId=N``); in
+    ``local`` mode there is one executor and no id, so the factor is 1.
+    """
+    spec = os.environ.get(SLOWDOWN_ENV, "")
+    m = re.search(r"executorId=([^&]+)", os.environ.get("SPARK_LOG_URL_STDERR", ""))
+    if not spec or not m:
+        return 1.0
+    factors = dict(part.split(":", 1) for part in spec.split(",") if ":" in part)
+    return float(factors.get(m.group(1), 1.0))
+
+
 def _burn(seconds: float) -> None:
-    """Spend ``seconds`` of CPU (the operators' per-tuple cost)."""
-    end = time.perf_counter() + seconds
+    """Spend ``seconds`` of CPU (the operators' per-tuple cost), times this executor's factor."""
+    end = time.perf_counter() + seconds * executor_slowdown()
     while time.perf_counter() < end:
         pass
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["LOOPBACK", "TEST_CONF", "make_session"]
+__all__ = ["LOOPBACK", "SLOWDOWN_KEY", "TEST_CONF", "make_session", "slowdown_conf"]
 
 LOOPBACK = "127.0.0.1"
 
@@ -33,6 +33,24 @@ TEST_CONF: dict[str, str] = {
     "spark.shuffle.io.maxRetries": "2",
     "spark.locality.wait": "0s",
 }
+
+
+SLOWDOWN_KEY = "spark.executorEnv.TRIMTAB_EXECUTOR_SLOWDOWN"
+
+
+def slowdown_conf(slowdowns: dict[str, float]) -> dict[str, str]:
+    """Session settings that make executor ``id`` spend ``factor`` times the operators' CPU
+    cost (``spark_adapter.operators.executor_slowdown``); empty for no slowdowns.
+
+    Examples
+    --------
+    >>> slowdown_conf({"0": 3.0, "1": 1.0})
+    {'spark.executorEnv.TRIMTAB_EXECUTOR_SLOWDOWN': '0:3.0,1:1.0'}
+    """
+    if not slowdowns:
+        return {}
+    spec = ",".join(f"{k}:{float(v)}" for k, v in sorted(slowdowns.items()))
+    return {SLOWDOWN_KEY: spec}
 
 
 def make_session(

@@ -117,12 +117,22 @@ def partition_cmd(
     ] = None,
     keys: Annotated[int | None, typer.Option(min=1, help="override the key-space size")] = None,
     trace: Annotated[
-        Path | None, typer.Option(help="CSV of keys (column 'key') instead of the scenario")
+        Path | None,
+        typer.Option(
+            help="events instead of the scenario: CSV, Parquet or JSON lines with a column 'key' "
+            "(non-negative integers) and a time column 'ts' (seconds) that sets the windows"
+        ),
+    ] = None,
+    window_rows: Annotated[
+        int | None,
+        typer.Option(min=1, help="a trace without 'ts': windows of N rows"),
     ] = None,
     seconds: Annotated[
         float | None, typer.Option(min=1.0, help="replay only the first S seconds")
     ] = None,
-    window_s: Annotated[float, typer.Option(min=0.0, help="window length in seconds")] = 1.0,
+    window_s: Annotated[
+        float, typer.Option(min=0.001, help="window length in seconds (of the trace's ts)")
+    ] = 1.0,
     sources: Annotated[int, typer.Option(min=1, help="source instances per partitioner")] = 1,
     json_out: Annotated[
         bool, typer.Option("--json", help="print a JSON list, one object per partitioner")
@@ -146,6 +156,7 @@ def partition_cmd(
             zipf=zipf,
             keys=keys,
             trace=trace,
+            window_rows=window_rows,
         )
     except ValueError as e:
         fail(str(e))

@@ -343,25 +343,37 @@ def test_partition_cli(tmp_path) -> None:  # type: ignore[no-untyped-def]
         assert key in rows["pkg"]
     trace = tmp_path / "keys.csv"
     trace.write_text("key\n" + "\n".join(str(k) for k in zipf(1.2, 2000)))
-    r = subprocess.run(
-        [
-            exe,
-            "partition",
-            str(SCENARIOS / "zipf-moderate.yaml"),
-            "--partitioners",
-            "dchoices",
-            "--trace",
-            str(trace),
-            "--zipf",
-            "1.5",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=True,
+    timed = tmp_path / "timed.csv"
+    # 2,000 events over 5 s, out of order in the file: windowed by time, not by position
+    ts = np.random.default_rng(1).permutation(np.linspace(0.0, 4.999, 2000))
+    timed.write_text(
+        "ts,key\n" + "\n".join(f"{t:.4f},{k}" for t, k in zip(ts, zipf(1.2, 2000), strict=True))
     )
-    assert json.loads(r.stdout)[0]["tuples"] == 2000
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                exe,
+                "partition",
+                str(SCENARIOS / "zipf-moderate.yaml"),
+                "--partitioners",
+                "dchoices",
+                *list(args),
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
+
+    by_time = run("--trace", str(timed), "--window-s", "0.5", "--json")
+    assert by_time.returncode == 0, by_time.stderr
+    row = json.loads(by_time.stdout)[0]
+    assert row["tuples"] == 2000 and row["windows"] == 10
+    by_rows = run("--trace", str(trace), "--window-rows", "500", "--json")
+    assert json.loads(by_rows.stdout)[0]["windows"] == 4
+    no_ts = run("--trace", str(trace))
+    assert no_ts.returncode == 2 and "'ts'" in no_ts.stderr and "--window-rows" in no_ts.stderr
+    assert "Traceback" not in no_ts.stderr
     bad = subprocess.run(
         [exe, "partition", str(SCENARIOS / "zipf-moderate.yaml"), "--partitioners", "magic"],
         capture_output=True,

@@ -64,7 +64,7 @@ def test_split_keys_follow_the_partitioner(runs) -> None:  # type: ignore[no-unt
 def test_restored_state_routes_identically(runs) -> None:  # type: ignore[no-untyped-def]
     """The plan carries the partitioner state: a router restored from a published plan and the
     live one, fed the same batch, give the same quotas and the same next state."""
-    res, work = runs["dalton"]
+    _, work = runs["dalton"]
     plans = sorted((work / "plans").glob("v*.json"))
     with_state = [Plan.from_json(p.read_bytes()) for p in plans]
     with_state = [p for p in with_state if p.routing.state]
@@ -90,7 +90,7 @@ def test_restarted_controller_continues_from_the_plan(runs) -> None:  # type: ig
     from controller.routing import RoutingPolicy
     from spark_adapter.batchstats import observation_from_batches, read_batch_stats
 
-    res, work = runs["cg"]
+    _, work = runs["cg"]
     files = sorted(work.glob("**/batch-*.json"))
     stats = [read_batch_stats(f) for f in files]
     stats = [s for s in stats if s.event_range[0] >= 0]
