@@ -29,14 +29,16 @@ lint: setup
 test: setup lint
 	$(BIN)/python -m pytest -q -m "" tests core placement partitioners shedding ha controller simulator spark_adapter
 
-bench: setup  # every benchmark; about an hour on 2 cores (the Spark ones dominate)
+bench: setup  # every benchmark; about two hours on 2 cores (the Spark ones dominate)
 	$(BIN)/python -m bench.bench_simulator
 	$(BIN)/python -m bench.bench_placement
 	$(BIN)/python -m bench.bench_shedding
 	$(BIN)/python -m bench.bench_partitioners
 	$(BIN)/python -m bench.bench_spark
+	$(BIN)/python -m bench.bench_partitioners_spark
 	$(BIN)/python -m bench.bench_ha
 	$(BIN)/python -m bench.bench_window_drops
+	$(BIN)/python -m bench.bench_adaptive
 
 clean:
 	rm -rf $(VENV) build *.egg-info reports

@@ -43,10 +43,9 @@ def workload() -> tuple[ScenarioFile, int]:
         for r in range(space)
         if stable_mod([r % space], g)[0] % N == stable_mod([(r + 1) % space], g)[0] % N
     )
-    keys = sc.streams[0].keys.model_copy(update={"shifts": [{"at_s": 0, "rotate": rot}]})
     doc = sc.model_dump()
     doc["tick_s"] = T
-    doc["streams"][0]["keys"] = keys.model_dump()
+    doc["streams"][0]["keys"]["shifts"] = [{"at_s": 0, "rotate": rot}]
     doc["streams"][0]["rate"] = {"kind": "constant", "rate": 1000}
     doc["controller"]["window_k"] = 3
     return ScenarioFile.model_validate(doc), rot
@@ -97,9 +96,7 @@ def max_rate(spark: Any, sc: ScenarioFile, part: str, work: Path) -> dict[str, A
         "tried": tried,
         "digest": per.get(DIGEST_BATCH, {}).get("routing_digest", "-"),
         "split_keys": float(np.mean([b["split_keys"] for b in best_s["routing_per_batch"]])),
-        "fragmentation": float(
-            np.mean([b["fragmentation"] for b in best_s["routing_per_batch"]])
-        ),
+        "fragmentation": float(np.mean([b["fragmentation"] for b in best_s["routing_per_batch"]])),
         "partials": best_s["partials_merged_per_batch"],
         "rows": best_s["partition_rows"],
     }

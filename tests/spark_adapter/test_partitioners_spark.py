@@ -114,3 +114,34 @@ def test_restarted_controller_continues_from_the_plan(runs) -> None:  # type: ig
         if na is not None and nb is not None:
             assert na.hot == nb.hot and na.params == nb.params  # params: the state's digest
     assert a.router.state_digest() == b.router.state_digest()
+
+
+def test_executor_slowdown_by_executor_id(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from spark_adapter import operators
+
+    monkeypatch.setenv("TRIMTAB_EXECUTOR_SLOWDOWN", "0:3.0,1:1.5")
+    for url, factor in (
+        ("http://127.0.0.1:1/logPage/?appId=a&executorId=1&logType=stderr", 1.5),
+        ("http://127.0.0.1:1/logPage/?appId=a&executorId=0&logType=stderr", 3.0),
+        ("http://127.0.0.1:1/logPage/?appId=a&executorId=7&logType=stderr", 1.0),
+        ("", 1.0),  # local mode: no executor id
+    ):
+        monkeypatch.setenv("SPARK_LOG_URL_STDERR", url)
+        operators.executor_slowdown.cache_clear()
+        assert operators.executor_slowdown() == factor
+    operators.executor_slowdown.cache_clear()
+
+
+def test_executor_speeds_are_checked(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from core.scenario import ScenarioError
+
+    doc = SCENARIOS / "heterogeneous-spark.yaml"
+    sc = load_scenario(doc)
+    assert sc.spark.slowdowns() == {"0": 3.0, "1": 1.0}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(doc.read_text().replace("- 1.0\n  - 3.0", "- 0.0\n  - 3.0"))
+    with pytest.raises(ScenarioError, match=r"spark.executor_speeds.0"):
+        load_scenario(bad)
+    # the shared local[2] session was not started with the slowdowns: refused, not ignored
+    with pytest.raises(ValueError, match="executor_speeds"):
+        replay_spark(sc, batches=2, spark=spark, workdir=tmp_path / "w")
