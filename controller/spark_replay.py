@@ -54,6 +54,7 @@ def replay_spark(
     workdir: str | Path | None = None,
     spark: Any = None,
     warmup_batches: int = 1,
+    input_dir: str | Path | None = None,
 ) -> ReplayResult:
     """Replay ``scenario`` on Spark with the controller in the loop; summary with replay keys.
 
@@ -91,7 +92,10 @@ def replay_spark(
     )
     work = Path(workdir or tempfile.mkdtemp(prefix="trimtab-spark-"))
     pipe, sub, loop = _steered_pipeline(spark, scenario, run, work, scale, interval_batches)
-    rows_in = pipe.input.generate(scenario, batches, scale=scale)
+    if input_dir is None:
+        rows_in = pipe.input.generate(scenario, batches, scale=scale)
+    else:
+        rows_in = _copy_input(Path(input_dir), pipe, set(pipe.q.sides))
     publish_app(spark, work, master)
     try:
         summary, series = _run(pipe, sub, scenario, run, rows_in)
@@ -101,6 +105,38 @@ def replay_spark(
             spark.stop()
     summary["workdir"] = str(work)
     return ReplayResult(summary=summary, series=series, decisions=loop.records)
+
+
+def _copy_input(src: Path, pipe: Any, streams: set[str]) -> int:
+    """Link (or copy) an imported input log's segments into the run's log; rows copied.
+
+    ``src`` is a workdir holding ``input/`` (``trimtab input import``) or the log itself.
+    """
+    import shutil
+
+    from spark_adapter.source import InputLog
+
+    root = src / "input" if (src / "input").is_dir() else src
+    log = InputLog(root)
+    segs = log.segments()
+    if not segs:
+        raise ValueError(
+            f"--input: {src} holds no input segments (trimtab input import writes them)"
+        )
+    names = set(log.read(segs[:1] + segs[-1:])["stream"].unique())
+    unknown = sorted(names - streams)
+    if unknown:
+        raise ValueError(
+            f"--input: stream {unknown[0]!r} is not a stream of the scenario's query "
+            f"(streams: {', '.join(sorted(streams))})"
+        )
+    for i in segs:
+        dst = pipe.input.path(i)
+        try:
+            dst.hardlink_to(log.path(i))
+        except OSError:
+            shutil.copyfile(log.path(i), dst)
+    return len(pipe.input.read())
 
 
 def _run(

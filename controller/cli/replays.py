@@ -81,6 +81,14 @@ def replay(
     scale: ScaleOpt = 0.1,
     workdir: WorkdirOpt = None,
     warmup_batches: WarmupOpt = 1,
+    input_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--input",
+            help="Spark: replay the events imported into this workdir (trimtab input import) "
+            "instead of generating the scenario's workload; --batches and --scale do not apply",
+        ),
+    ] = None,
     report: ReportOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -91,6 +99,10 @@ def replay(
     sc = load(scenario)
     if substrate not in ("sim", "spark"):
         fail(f"--substrate: {substrate!r} is not a substrate (use 'sim' or 'spark')")
+    if input_dir is not None and substrate != "spark":
+        fail("--input: imported events replay on Spark only (add --substrate spark)")
+    if input_dir is not None and not input_dir.is_dir():
+        fail(f"--input: {input_dir} is not a directory")
     if partitioner is not None and partitioner not in PARTITIONERS:
         fail(f"--partitioner: unknown name {partitioner!r} (known: {', '.join(PARTITIONERS)})")
     if ticks is not None and ticks > sc.ticks:
@@ -112,6 +124,7 @@ def replay(
                 scale=scale,
                 workdir=workdir,
                 warmup_batches=warmup_batches,
+                input_dir=input_dir,
             )
         else:
             res = _replay_sim(sc, placement, ticks, seed, shedding, not json_out)

@@ -1,0 +1,144 @@
+"""A user's own events: imported into the input log, checked row by row, replayed on Spark."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from controller.scenario import load_scenario
+from controller.spark_replay import replay_spark
+from spark_adapter.event_import import EventImportError, import_events
+from spark_adapter.source import InputLog, first_event_id
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "examples" / "events-sample.csv"
+
+
+def test_segments_follow_event_time_and_speedup(tmp_path: Path) -> None:
+    ev = tmp_path / "ev.jsonl"
+    pd.DataFrame(
+        {"t": [100.0, 100.5, 103.9, 101.2, 107.0], "k": [3, 4, 3, 5, 6], "x": [1, 2, 3, 4, 5]}
+    ).to_json(ev, orient="records", lines=True)
+    log = InputLog(tmp_path / "input")
+    rep = import_events([ev], log, "s", 1.0, ts_col="t", key_col="k", value_col="x", speedup=2.0)
+    assert rep.rows_written == 5 and rep.bad_rows == 0 and not rep.string_keys
+    # times 0, 0.25, 0.6, 1.95, 3.5 (shifted, halved): segments 0, 1, 3
+    assert log.segments() == [0, 1, 3]
+    seg0 = log.read([0])
+    assert seg0["key"].tolist() == [3, 4, 5] and seg0["v"].tolist() == [1.0, 2.0, 4.0]
+    assert seg0["event_id"].tolist() == [0, 1, 2]
+    assert log.read([3])["event_id"].tolist() == [first_event_id(3)]
+    assert rep.segments == 3 and rep.span_s == pytest.approx(3.5)
+
+
+def test_string_keys_hash_alike_in_every_process(tmp_path: Path) -> None:
+    ev = tmp_path / "ev.csv"
+    ev.write_text("ts,user\n0,alice\n0.1,bob\n0.2,alice\n")
+    log = InputLog(tmp_path / "input")
+    rep = import_events([ev], log, "s", 1.0, key_col="user")
+    keys = log.read()["key"].tolist()
+    assert rep.string_keys and keys[0] == keys[2] != keys[1]
+    assert all(0 <= k < 2**53 for k in keys)
+    code = (
+        "import pandas as pd, numpy as np;"
+        "print(int(pd.util.hash_array(np.array(['alice'], dtype=object))[0] & (2**53 - 1)))"
+    )
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert int(other.stdout) == keys[0]
+
+
+def test_bad_rows_are_counted_never_dropped_silently(tmp_path: Path) -> None:
+    ev = tmp_path / "ev.csv"
+    ev.write_text("ts,key,v\n0,1,2\nnan,2,2\n1,-3,2\n2,4,inf\n3,5,1\n")
+    with pytest.raises(EventImportError, match=r"3 of 5 rows are bad.*ev.csv:2: ts"):
+        import_events([ev], InputLog(tmp_path / "a"), "s", 1.0, value_col="v")
+    assert InputLog(tmp_path / "a").segments() == []  # nothing written
+    rep = import_events(
+        [ev], InputLog(tmp_path / "b"), "s", 1.0, value_col="v", max_bad_fraction=0.7
+    )
+    assert rep.bad_rows == 3 and rep.rows_written == 2
+    with pytest.raises(EventImportError, match="already holds an input log"):
+        import_events([ev], InputLog(tmp_path / "b"), "s", 1.0, max_bad_fraction=1.0)
+    with pytest.raises(EventImportError, match="--ts-col: no column 'time'"):
+        import_events([ev], InputLog(tmp_path / "c"), "s", 1.0, ts_col="time")
+
+
+def test_imported_events_replay_on_spark_exactly(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The shipped sample (string user ids, epoch-second times) imported and replayed on
+    Spark with the controller in the loop: the sink equals the reference."""
+    imp = tmp_path / "imported"
+    rep = import_events(
+        [SAMPLE], InputLog(imp / "input"), "clicks", 1.0, key_col="user", value_col="bytes"
+    )
+    sc = load_scenario(ROOT / "examples" / "events-scenario.yaml")
+    res = replay_spark(sc, spark=spark, workdir=tmp_path / "run", input_dir=imp, interval_batches=2)
+    s = res.summary
+    assert s["output_matches_reference"] is True
+    assert s["rows_in"] == rep.rows_written == 3600
+    assert s["batches"] == rep.segments
+    assert s["rows_out"] > 0
+    other = load_scenario(ROOT / "scenarios" / "zipf-hotkey-shift.yaml")
+    with pytest.raises(ValueError, match="stream 'clicks' is not a stream"):
+        replay_spark(other, spark=spark, workdir=tmp_path / "run2", input_dir=imp)
+
+
+def test_import_cli_one_line_errors(tmp_path: Path) -> None:
+    exe = str(Path(sys.executable).with_name("trimtab"))
+    ok = subprocess.run(
+        [
+            exe,
+            "input",
+            "import",
+            str(SAMPLE),
+            "--workdir",
+            str(tmp_path / "w"),
+            "--stream",
+            "clicks",
+            "--key-col",
+            "user",
+            "--value-col",
+            "bytes",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert '"rows_written": 3600' in ok.stdout
+    for args, needle in (
+        (["--key-col", "nope"], "--key-col: no column 'nope'"),
+        (["--format", "xml"], "--format: 'xml'"),
+        (["--speedup", "0"], "--speedup"),
+    ):
+        bad = subprocess.run(
+            [
+                exe,
+                "input",
+                "import",
+                str(SAMPLE),
+                "--workdir",
+                str(tmp_path / "x"),
+                "--stream",
+                "clicks",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert bad.returncode == 2 and needle in bad.stderr and "Traceback" not in bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1
+    nosuch = subprocess.run(
+        [
+            exe,
+            "replay",
+            str(ROOT / "examples" / "events-scenario.yaml"),
+            "--input",
+            str(tmp_path / "missing"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert nosuch.returncode == 2 and "--input" in nosuch.stderr
