@@ -13,6 +13,7 @@ the CLI prints them and exits 2.
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -34,9 +35,9 @@ from controller.settings import (
     SheddingSettings,
     overlay,
 )
-from core.scenario import format_validation_error
+from core.scenario import format_validation_error, yaml_problem
 
-__all__ = ["ConfigError", "Settings", "load_settings"]
+__all__ = ["ConfigError", "Settings", "load_settings", "path_problems", "port_problem"]
 
 _STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
 _WINDOW = re.compile(r"^([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-3]):[0-5]\d$")
@@ -180,6 +181,52 @@ class Settings(BaseSettings):
 _YAML_PATH: Path | None = None
 
 
+def _creatable(path: Path) -> str | None:
+    """Why ``path`` (a file or directory to be created or written) is not usable, or None."""
+    if path.exists():
+        return None if os.access(path, os.W_OK) else "not writable"
+    parent = path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is a file, not a directory"
+    return None if os.access(parent, os.W_OK) else f"{parent} is not writable"
+
+
+def path_problems(settings: Settings) -> list[str]:
+    """The settings' files and directories that cannot be created or written, and a
+    simulated substrate's scenario that does not exist, one line each."""
+    out = []
+    for field, value in (
+        ("decision_log", settings.decision_log),
+        ("state_dir", settings.state_dir),
+    ):
+        why = _creatable(Path(value))
+        if why:
+            out.append(f"{field}: {value}: {why}")
+    sub = settings.substrate
+    if sub.kind == "sim" and not Path(sub.scenario).is_file():
+        out.append(f"substrate.scenario: file not found: {sub.scenario}")
+    if sub.kind == "spark-external" and sub.workdir and not Path(sub.workdir).is_dir():
+        out.append(f"substrate.workdir: not a directory: {sub.workdir}")
+    return out
+
+
+def port_problem(settings: Settings) -> str | None:
+    """``metrics.port`` already taken on ``metrics.host``, or None (0: any free port)."""
+    import socket
+
+    m = settings.metrics
+    if m.port == 0:
+        return None
+    with socket.socket() as s:
+        try:
+            s.bind((m.host, m.port))
+        except OSError as e:
+            return f"metrics.port: {m.port} on {m.host}: {e.strerror.lower() if e.strerror else e}"
+    return None
+
+
 def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     """Settings from the YAML file (if any), the environment and ``overrides``."""
     global _YAML_PATH
@@ -192,7 +239,7 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
         try:
             raw = yaml.safe_load(p.read_text())
         except yaml.YAMLError as e:
-            raise ConfigError(src, [f"not valid YAML: {str(e).splitlines()[0]}"]) from None
+            raise ConfigError(src, [f"not valid YAML: {yaml_problem(e)}"]) from None
         if raw is not None and not isinstance(raw, dict):
             raise ConfigError(src, ["(root): expected a mapping of settings"])
     try:

@@ -65,7 +65,6 @@ def replay_spark(
     if warmup_batches < 0:
         raise ValueError(f"warmup_batches: must be >= 0, got {warmup_batches}")
     from spark_adapter.faults import publish_app
-    from spark_adapter.session import SLOWDOWN_KEY, make_session, slowdown_conf
 
     scenario = with_shedding(scenario, shedding)
     ctl = scenario.controller
@@ -77,19 +76,7 @@ def replay_spark(
         warmup_batches,
     )
     own = spark is None
-    slow = slowdown_conf(scenario.spark.slowdowns())
-    if spark is not None:
-        have = spark.sparkContext.getConf().get(SLOWDOWN_KEY, "")
-        if have != slow.get(SLOWDOWN_KEY, ""):
-            raise ValueError(
-                f"spark.executor_speeds: the session was started with {SLOWDOWN_KEY}={have!r}, "
-                f"the scenario needs {slow.get(SLOWDOWN_KEY, '')!r}"
-            )
-    spark = spark or make_session(
-        master,
-        f"trimtab-{scenario.name}",
-        {"spark.sql.shuffle.partitions": str(partitions), **slow},
-    )
+    spark = _session(spark, scenario, master, partitions)
     work = Path(workdir or tempfile.mkdtemp(prefix="trimtab-spark-"))
     pipe, sub, loop = _steered_pipeline(spark, scenario, run, work, scale, interval_batches)
     if input_dir is None:
@@ -105,6 +92,26 @@ def replay_spark(
             spark.stop()
     summary["workdir"] = str(work)
     return ReplayResult(summary=summary, series=series, decisions=loop.records)
+
+
+def _session(spark: Any, scenario: ScenarioFile, master: str, partitions: int) -> Any:
+    """The given session (checked against the scenario's executor speeds) or a new one."""
+    from spark_adapter.session import SLOWDOWN_KEY, make_session, slowdown_conf
+
+    slow = slowdown_conf(scenario.spark.slowdowns())
+    if spark is not None:
+        have = spark.sparkContext.getConf().get(SLOWDOWN_KEY, "")
+        if have != slow.get(SLOWDOWN_KEY, ""):
+            raise ValueError(
+                f"spark.executor_speeds: the session was started with {SLOWDOWN_KEY}={have!r}, "
+                f"the scenario needs {slow.get(SLOWDOWN_KEY, '')!r}"
+            )
+        return spark
+    return make_session(
+        master,
+        f"trimtab-{scenario.name}",
+        {"spark.sql.shuffle.partitions": str(partitions), **slow},
+    )
 
 
 def _copy_input(src: Path, pipe: Any, streams: set[str]) -> int:

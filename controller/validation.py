@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from controller.config import ConfigError, load_settings
+from controller.config import ConfigError, load_settings, path_problems
 from controller.scenario import load_scenario
 from core.plans import Plan
 from core.scenario import format_validation_error
@@ -50,7 +50,9 @@ def validate_file(path: Path) -> str:
         except ValidationError as e:
             raise ConfigError(str(path), format_validation_error(e)) from None
     elif kind == "config":
-        load_settings(path)
+        problems = path_problems(load_settings(path))
+        if problems:
+            raise ConfigError(str(path), problems)
     else:
         load_scenario(path)
     return kind

@@ -70,7 +70,8 @@ class ClusterSpec(BaseModel):
     def _unique(self) -> ClusterSpec:
         ids = [n.id for n in self.nodes]
         if len(set(ids)) != len(ids):
-            raise ValueError("duplicate node id")
+            dup = next(i for i in ids if ids.count(i) > 1)
+            raise ValueError(f"duplicate node id {dup!r}")
         return self
 
 
@@ -286,6 +287,27 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> 
 M = TypeVar("M", bound=Scenario)
 
 
+def yaml_problem(e: yaml.YAMLError) -> str:
+    r"""A YAML error in one line, with its line and column (1-based).
+
+    Examples
+    --------
+    >>> try:
+    ...     yaml.safe_load("a: [1, 2\nb: 3\n")
+    ... except yaml.YAMLError as e:
+    ...     print(yaml_problem(e))
+    line 2, column 2: while parsing a flow sequence, expected ',' or ']', but got ':'
+    """
+    mark = getattr(e, "problem_mark", None)
+    what = (
+        ", ".join(x for x in (getattr(e, "context", None), getattr(e, "problem", None)) if x)
+        or str(e).splitlines()[0]
+    )
+    if mark is None:
+        return what
+    return f"line {mark.line + 1}, column {mark.column + 1}: {what}"
+
+
 def load_model(path: str | Path, model: type[M], overrides: dict[str, Any] | None = None) -> M:
     """Read and validate a scenario file (YAML or JSON) as ``model``.
 
@@ -300,7 +322,7 @@ def load_model(path: str | Path, model: type[M], overrides: dict[str, Any] | Non
     try:
         data = yaml.safe_load(p.read_text())
     except yaml.YAMLError as e:
-        raise ScenarioError(str(p), [f"not valid YAML: {str(e).splitlines()[0]}"]) from None
+        raise ScenarioError(str(p), [f"not valid YAML: {yaml_problem(e)}"]) from None
     if not isinstance(data, dict):
         raise ScenarioError(str(p), ["(root): expected a mapping of scenario fields"])
     for key, value in (overrides or {}).items():

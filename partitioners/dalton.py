@@ -134,6 +134,17 @@ def reduce_weight(w: float, imbalance: float, target: float) -> float:
 
 
 @njit(cache=True)
+def _turns_hot(count, st, n):  # pragma: no cover - compiled
+    """The threshold: the previous interval's tuples / (n div), or, once 200 tuples of this
+    interval are in, those tuples if fewer: a key that turns hot (a new interval, a shifted
+    hot set) is detected by its share so far, not hashed for most of an interval."""
+    ref = st[1]
+    if st[0] >= 200 and (ref == 0 or st[0] < ref):
+        ref = st[0]
+    return ref > 0 and count >= 10 and count * st[4] > ref / n
+
+
+@njit(cache=True)
 def _route(
     keys, hashw, n, Q, used, kf, load, hot, cnt, st, rnd, alpha, eps, interval, w_red
 ):  # pragma: no cover
@@ -144,13 +155,7 @@ def _route(
         h = hashw[i]
         cnt[k] += 1
         st[0] += 1
-        # the threshold: the previous interval's tuples / (n div), or, once 200 tuples of
-        # this interval are in, those tuples if fewer: a key that turns hot (a new interval,
-        # a shifted hot set) is detected by its share so far, not hashed for most of an interval
-        ref = st[1]
-        if st[0] >= 200 and (ref == 0 or st[0] < ref):
-            ref = st[0]
-        if not hot[k] and ref > 0 and cnt[k] >= 10 and cnt[k] * st[4] > ref / n:
+        if not hot[k] and _turns_hot(cnt[k], st, n):
             hot[k] = 1  # becomes hot during the interval
         if hot[k] == 0:
             w = h

@@ -159,6 +159,22 @@ def import_events(
                 f"first: {first}; nothing was written"
             )
     good = clean[~bad].sort_values("ts", kind="stable", ignore_index=True)
+    t, segments = _write_segments(log, good, stream, speedup, tick_s)
+    return ImportReport(
+        rows_read=len(df),
+        rows_written=len(good),
+        bad_rows=n_bad,
+        first_bad=first,
+        segments=segments,
+        span_s=float(t[-1]),
+        string_keys=strings,
+    )
+
+
+def _write_segments(
+    log: InputLog, good: pd.DataFrame, stream: str, speedup: float, tick_s: float
+) -> tuple[np.ndarray, int]:
+    """Events in time order as one segment per tick; (shifted times, segments written)."""
     t = (good["ts"].to_numpy() - good["ts"].iat[0]) / speedup
     seg = np.floor(t / tick_s + 1e-12).astype(np.int64)
     cuts = np.flatnonzero(np.diff(seg)) + 1
@@ -178,12 +194,4 @@ def import_events(
                 }
             ),
         )
-    return ImportReport(
-        rows_read=len(df),
-        rows_written=len(good),
-        bad_rows=n_bad,
-        first_bad=first,
-        segments=len(starts),
-        span_s=float(t[-1]),
-        string_keys=strings,
-    )
+    return t, len(starts)

@@ -16,6 +16,8 @@ import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer import _click as click  # typer vendors click: its exceptions are these
+from typer.core import TyperGroup
 
 from controller.scenario import ScenarioFile, load_scenario
 from core.scenario import ScenarioError
@@ -31,10 +33,52 @@ __all__ = [
     "print_json",
     "progress",
     "table",
+    "writable_dir",
 ]
 
+
+class OneLineErrors(TyperGroup):
+    """The command group: usage errors as one ``error: ...`` line with exit 2 (not a box), and
+    an unexpected exception as one line with exit 1 unless ``--debug`` asks for the traceback."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        argv = list(kwargs.pop("args", None) or (args[0] if args else sys.argv[1:]))
+        debug = "--debug" in argv
+        argv = [a for a in argv if a != "--debug"]
+        kwargs.pop("standalone_mode", None)
+        try:
+            rv = super().main(argv, *args[1:], standalone_mode=False, **kwargs)
+        except click.exceptions.UsageError as e:
+            msg = " ".join(e.format_message().split())
+            if not msg:  # no arguments: the help was printed
+                sys.exit(2)
+            where = f"{e.ctx.command_path.split(' ', 1)[-1]}: " if e.ctx and e.ctx.parent else ""
+            print(f"error: {where}{msg}", file=sys.stderr)
+            sys.exit(2)
+        except click.exceptions.ClickException as e:
+            print(f"error: {' '.join(e.format_message().split())}", file=sys.stderr)
+            sys.exit(e.exit_code)
+        except typer.Abort:
+            print("error: aborted", file=sys.stderr)
+            sys.exit(1)
+        except Exception as e:  # a bug or an unforeseen environment: one line, exit 1
+            if debug:
+                raise
+            text = " ".join(str(e).split()) or type(e).__name__
+            print(
+                f"error: {type(e).__name__}: {text} (rerun with --debug for the traceback)",
+                file=sys.stderr,
+            )
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
 app = typer.Typer(
-    add_completion=False, no_args_is_help=True, help="trimtab: steer a stream-processing pipeline."
+    cls=OneLineErrors,
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="trimtab: steer a stream-processing pipeline.",
 )
 err = Console(stderr=True)
 
@@ -100,6 +144,16 @@ def fail(msg: str, code: int = 2) -> NoReturn:
     """Print ``error: msg`` on stderr and exit with ``code``."""
     print(f"error: {msg}", file=sys.stderr)
     raise typer.Exit(code)
+
+
+def writable_dir(path: Path, flag: str) -> None:
+    """Exit 2 naming ``flag`` unless ``path`` is (or can be made) a writable directory."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        fail(f"{flag}: cannot create {path}: {(e.strerror or str(e)).lower()}")
+    if not os.access(path, os.W_OK):
+        fail(f"{flag}: {path} is not writable")
 
 
 def load(path: Path) -> ScenarioFile:

@@ -38,7 +38,7 @@ def run_cmd(
 
     Example: trimtab run --config examples/controller.yaml
     """
-    from controller.config import ConfigError, load_settings
+    from controller.config import ConfigError, load_settings, path_problems, port_problem
     from controller.daemon import run_daemon
 
     over: dict[str, Any] = {}
@@ -55,6 +55,12 @@ def run_cmd(
         settings = load_settings(config, **over)
     except ConfigError as e:
         fail(f"{e.source}: " + "; ".join(e.problems))
+    problems = path_problems(settings)
+    missing = [p for p in problems if p.startswith("substrate.")]
+    if missing:
+        fail(f"{config or 'settings'}: {missing[0]}")
+    if problems or port_problem(settings):
+        fail(f"environment not ready: {(problems or [port_problem(settings)])[0]}", 3)
     try:
         code = run_daemon(settings)
     except (ValueError, ScenarioError) as e:

@@ -20,6 +20,7 @@ from controller.cli.common import (
     print_json,
     progress,
     table,
+    writable_dir,
 )
 from controller.scenario import ScenarioFile
 from partitioners.registry import NAMES as PARTITIONERS
@@ -97,14 +98,7 @@ def replay(
     Example: trimtab replay scenarios/anticorrelated-diurnal.yaml --json
     """
     sc = load(scenario)
-    if substrate not in ("sim", "spark"):
-        fail(f"--substrate: {substrate!r} is not a substrate (use 'sim' or 'spark')")
-    if input_dir is not None and substrate != "spark":
-        fail("--input: imported events replay on Spark only (add --substrate spark)")
-    if input_dir is not None and not input_dir.is_dir():
-        fail(f"--input: {input_dir} is not a directory")
-    if partitioner is not None and partitioner not in PARTITIONERS:
-        fail(f"--partitioner: unknown name {partitioner!r} (known: {', '.join(PARTITIONERS)})")
+    _check_replay_flags(substrate, partitioner, input_dir, report)
     if ticks is not None and ticks > sc.ticks:
         err.print(
             f"note: --ticks {ticks} is beyond the scenario's {sc.ticks} ticks; replaying {sc.ticks}"
@@ -131,6 +125,22 @@ def replay(
     except ValueError as e:
         fail(str(e))
     _finish(res, report, json_out, sc.name)
+
+
+def _check_replay_flags(
+    substrate: str, partitioner: str | None, input_dir: Path | None, report: Path | None
+) -> None:
+    """Exit 2 naming the flag for a bad substrate, partitioner, input or report path."""
+    if substrate not in ("sim", "spark"):
+        fail(f"--substrate: {substrate!r} is not a substrate (use 'sim' or 'spark')")
+    if partitioner is not None and partitioner not in PARTITIONERS:
+        fail(f"--partitioner: unknown name {partitioner!r} (known: {', '.join(PARTITIONERS)})")
+    if input_dir is not None and substrate != "spark":
+        fail("--input: imported events replay on Spark only (add --substrate spark)")
+    if input_dir is not None and not input_dir.is_dir():
+        fail(f"--input: {input_dir} is not a directory")
+    if report is not None:
+        writable_dir(report, "--report")
 
 
 def _replay_sim(
@@ -246,6 +256,7 @@ def demo(
     from controller.report import write_report
 
     sc = load(scenario)
+    writable_dir(report, "--report")
     if partitioner not in PARTITIONERS:
         fail(f"--partitioner: unknown name {partitioner!r} (known: {', '.join(PARTITIONERS)})")
     if substrate == "sim":

@@ -1,0 +1,382 @@
+"""The bad-input sweep: every input a user gives is checked before anything runs, and a bad
+one gets exit 2 (or 3 for the environment), one line naming where and what, no traceback."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from controller.cli import app
+from tests.conftest import ROOT, SCENARIOS
+
+BASE = SCENARIOS / "seed-shedding-2node.yaml"
+
+
+def _scenario(tmp: Path, name: str, edit) -> str:  # type: ignore[no-untyped-def]
+    d = yaml.safe_load(BASE.read_text())
+    edit(d)
+    f = tmp / f"{name}.yaml"
+    f.write_text(yaml.safe_dump(d))
+    return str(f)
+
+
+def _config(tmp: Path, name: str, edit) -> str:  # type: ignore[no-untyped-def]
+    d = yaml.safe_load((ROOT / "examples" / "controller.yaml").read_text())
+    d["substrate"]["scenario"] = str(BASE)
+    d["decision_log"] = str(tmp / "d.sqlite")
+    d["state_dir"] = str(tmp / "state")
+    edit(d)
+    f = tmp / f"{name}.yaml"
+    f.write_text(yaml.safe_dump(d))
+    return str(f)
+
+
+@pytest.fixture(scope="module")
+def busy_port() -> Iterator[int]:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    yield s.getsockname()[1]
+    s.close()
+
+
+def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
+    """(name, argv, exit code, text the one line must contain)."""
+    (tmp / "empty.csv").write_text("t_s,rate\n")
+    (tmp / "header.csv").write_text("a,b\n0,1\n10,2\n")
+    (tmp / "broken.yaml").write_text("name: x\nstreams: [a, b\n  - c: 1\n")
+    (tmp / "plan.json").write_text("{not json")
+    (tmp / "keys-only.csv").write_text("key\n1\n2\n")
+    (tmp / "neg.csv").write_text("ts,key\n0,1\n1,-2\n")
+    (tmp / "nokey.csv").write_text("ts,k\n0,1\n")
+    (tmp / "empty-trace.csv").write_text("ts,key\n")
+    (tmp / "notdb.sqlite").write_text("hello, not a database")
+    (tmp / "afile").write_text("x")
+    (tmp / "events.csv").write_text("ts,key\n0,1\nx,2\ny,3\n")
+    good = str(BASE)
+    sc = lambda name, edit: _scenario(tmp, name, edit)  # noqa: E731
+    cf = lambda name, edit: _config(tmp, name, edit)  # noqa: E731
+
+    def rate(v):  # type: ignore[no-untyped-def]
+        return lambda d: d["streams"][0].__setitem__("rate", v)
+
+    out = [
+        # scenario files
+        ("scenario missing", ["validate", str(tmp / "nope.yaml")], 2, "nope.yaml"),
+        ("yaml syntax", ["validate", str(tmp / "broken.yaml")], 2, "line"),
+        (
+            "wrong type",
+            ["validate", sc("t1", lambda d: d.__setitem__("duration_s", "abc"))],
+            2,
+            "duration_s",
+        ),
+        (
+            "negative rate",
+            ["validate", sc("t2", rate({"kind": "constant", "rate": -5}))],
+            2,
+            "streams.0.rate",
+        ),
+        (
+            "infinite rate",
+            ["replay", sc("t3", rate({"kind": "constant", "rate": float("inf")})), "--json"],
+            2,
+            "streams.0.rate.rate",
+        ),
+        (
+            "nan cost",
+            [
+                "validate",
+                sc("t4", lambda d: d["operators"][0].__setitem__("cost_us", float("nan"))),
+            ],
+            2,
+            "cost_us",
+        ),
+        (
+            "unknown input",
+            ["validate", sc("t5", lambda d: d["operators"][0].__setitem__("inputs", ["ghost"]))],
+            2,
+            "ghost",
+        ),
+        (
+            "duplicate operator",
+            ["validate", sc("t6", lambda d: d["operators"].append(dict(d["operators"][0])))],
+            2,
+            d_op(BASE),
+        ),
+        (
+            "duplicate node",
+            [
+                "validate",
+                sc("t7", lambda d: d["cluster"]["nodes"].append(dict(d["cluster"]["nodes"][0]))),
+            ],
+            2,
+            d_node(BASE),
+        ),
+        (
+            "trace missing",
+            ["validate", sc("t8", rate({"kind": "trace", "path": "nope.csv"}))],
+            2,
+            "trace file not found",
+        ),
+        (
+            "trace empty",
+            ["replay", sc("t9", rate({"kind": "trace", "path": str(tmp / "empty.csv")})), "--json"],
+            2,
+            "at least two rows",
+        ),
+        (
+            "trace header",
+            ["validate", sc("t10", rate({"kind": "trace", "path": str(tmp / "header.csv")}))],
+            2,
+            "t_s,rate",
+        ),
+        (
+            "unknown partitioner",
+            [
+                "validate",
+                sc(
+                    "t11",
+                    lambda d: d.setdefault("controller", {}).__setitem__("partitioner", "nosuch"),
+                ),
+            ],
+            2,
+            "nosuch",
+        ),
+        (
+            "unknown placement",
+            [
+                "validate",
+                sc(
+                    "t12",
+                    lambda d: d.setdefault("controller", {}).__setitem__(
+                        "placement", {"method": "magic"}
+                    ),
+                ),
+            ],
+            2,
+            "magic",
+        ),
+        (
+            "executor speed 0",
+            ["validate", sc("t13", lambda d: d.__setitem__("spark", {"executor_speeds": [0, 1]}))],
+            2,
+            "spark.executor_speeds.0",
+        ),
+        (
+            "unknown key",
+            ["validate", sc("t14", lambda d: d.__setitem__("colour", "red"))],
+            2,
+            "colour",
+        ),
+        # config files
+        (
+            "config scenario missing",
+            [
+                "validate",
+                cf("c1", lambda d: d["substrate"].__setitem__("scenario", "missing.yaml")),
+            ],
+            2,
+            "missing.yaml",
+        ),
+        (
+            "config placement",
+            ["validate", cf("c2", lambda d: d["placement"].__setitem__("method", "magic"))],
+            2,
+            "magic",
+        ),
+        (
+            "config port range",
+            ["validate", cf("c3", lambda d: d["metrics"].__setitem__("port", 70000))],
+            2,
+            "metrics.port",
+        ),
+        (
+            "config host",
+            ["validate", cf("c4", lambda d: d["metrics"].__setitem__("host", "0.0.0.0"))],
+            2,
+            "metrics.host",
+        ),
+        (
+            "config log unwritable",
+            [
+                "validate",
+                cf("c5", lambda d: d.__setitem__("decision_log", str(tmp / "afile" / "d.sqlite"))),
+            ],
+            2,
+            "decision_log",
+        ),
+        (
+            "config port in use",
+            ["run", "--config", cf("c6", lambda d: d["metrics"].__setitem__("port", port))],
+            3,
+            "metrics.port",
+        ),
+        (
+            "config interval",
+            ["validate", cf("c7", lambda d: d["control"].__setitem__("interval_s", -1))],
+            2,
+            "interval_s",
+        ),
+        # plans
+        ("plan not json", ["validate", str(tmp / "plan.json")], 2, "plan.json"),
+        # flags
+        ("ticks 0", ["replay", good, "--ticks", "0"], 2, "ticks"),
+        ("ticks -1", ["replay", good, "--ticks", "-1"], 2, "ticks"),
+        ("substrate", ["replay", good, "--substrate", "flink"], 2, "--substrate"),
+        ("replay partitioner", ["replay", good, "--partitioner", "nosuch"], 2, "nosuch"),
+        ("replay placement", ["replay", good, "--placement", "magic"], 2, "magic"),
+        ("replay shedding", ["replay", good, "--shedding", "magic"], 2, "magic"),
+        (
+            "replay report path",
+            ["replay", good, "--ticks", "5", "--report", str(tmp / "afile" / "r")],
+            2,
+            "--report",
+        ),
+        (
+            "replay input missing",
+            ["replay", good, "--substrate", "spark", "--input", str(tmp / "nodir")],
+            2,
+            "--input",
+        ),
+        ("partition names", ["partition", good, "--partitioners", "magic"], 2, "magic"),
+        (
+            "partition trace missing",
+            ["partition", good, "--trace", str(tmp / "none.csv")],
+            2,
+            "not found",
+        ),
+        (
+            "partition trace no ts",
+            ["partition", good, "--trace", str(tmp / "keys-only.csv")],
+            2,
+            "--window-rows",
+        ),
+        (
+            "partition trace negative key",
+            ["partition", good, "--trace", str(tmp / "neg.csv")],
+            2,
+            "non-negative",
+        ),
+        (
+            "partition trace no key",
+            ["partition", good, "--trace", str(tmp / "nokey.csv")],
+            2,
+            "'key'",
+        ),
+        (
+            "partition trace empty",
+            ["partition", good, "--trace", str(tmp / "empty-trace.csv")],
+            2,
+            "no rows",
+        ),
+        (
+            "decisions not a db",
+            ["decisions", "--decision-log", str(tmp / "notdb.sqlite")],
+            2,
+            "notdb.sqlite",
+        ),
+        (
+            "decisions missing",
+            ["decisions", "--decision-log", str(tmp / "none.sqlite")],
+            2,
+            "none.sqlite",
+        ),
+        (
+            "import bad column",
+            [
+                "input",
+                "import",
+                str(tmp / "events.csv"),
+                "--workdir",
+                str(tmp / "w1"),
+                "--stream",
+                "s",
+                "--key-col",
+                "user",
+            ],
+            2,
+            "--key-col",
+        ),
+        (
+            "import format",
+            [
+                "input",
+                "import",
+                str(tmp / "events.csv"),
+                "--workdir",
+                str(tmp / "w2"),
+                "--stream",
+                "s",
+                "--format",
+                "xml",
+            ],
+            2,
+            "--format",
+        ),
+        (
+            "import bad rows",
+            [
+                "input",
+                "import",
+                str(tmp / "events.csv"),
+                "--workdir",
+                str(tmp / "w3"),
+                "--stream",
+                "s",
+            ],
+            2,
+            "rows are bad",
+        ),
+        (
+            "import missing file",
+            [
+                "input",
+                "import",
+                str(tmp / "none.csv"),
+                "--workdir",
+                str(tmp / "w4"),
+                "--stream",
+                "s",
+            ],
+            2,
+            "not found",
+        ),
+        ("inject fault name", ["inject", "explode", "1", "--workdir", str(tmp)], 2, "explode"),
+        ("compare methods", ["compare", good, "--placement", "magic"], 2, "magic"),
+    ]
+    return out
+
+
+def d_op(path: Path) -> str:
+    return yaml.safe_load(path.read_text())["operators"][0]["id"]
+
+
+def d_node(path: Path) -> str:
+    return yaml.safe_load(path.read_text())["cluster"]["nodes"][0]["id"]
+
+
+def test_bad_input_sweep(tmp_path: Path, busy_port: int) -> None:
+    runner = CliRunner()
+    table = cases(tmp_path, busy_port)
+    assert len(table) >= 40
+    failures = []
+    for name, argv, code, needle in table:
+        r = runner.invoke(app, argv)
+        err = r.stderr.strip()
+        problems = []
+        if r.exception is not None and not isinstance(r.exception, SystemExit):
+            problems.append(f"raised {type(r.exception).__name__}: {r.exception}")
+        if r.exit_code != code:
+            problems.append(f"exit {r.exit_code}, expected {code}")
+        if needle not in err:
+            problems.append(f"{needle!r} not in {err!r}")
+        if len(err.splitlines()) != 1:
+            problems.append(f"{len(err.splitlines())} lines: {err[:300]!r}")
+        if problems:
+            failures.append(f"{name}: " + "; ".join(problems))
+    assert not failures, "\n".join(failures)
