@@ -10,8 +10,10 @@ the sink is compared with the reference computed from the same input and the sam
 from __future__ import annotations
 
 import itertools
+import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,12 +57,16 @@ def replay_spark(
     spark: Any = None,
     warmup_batches: int = 1,
     input_dir: str | Path | None = None,
+    keep_workdir: bool = True,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ReplayResult:
     """Replay ``scenario`` on Spark with the controller in the loop; summary with replay keys.
 
     The first ``warmup_batches`` batches are left out of the timing statistics (the first
     pays the executors' Python start; a benchmark of steady state also waits for its windows
-    to fill); they still count in rows and correctness.
+    to fill); they still count in rows and correctness. A temporary working directory (no
+    ``workdir`` given) is removed at the end unless ``keep_workdir``; ``progress(done, total)``
+    is called after every batch.
     """
     if warmup_batches < 0:
         raise ValueError(f"warmup_batches: must be >= 0, got {warmup_batches}")
@@ -83,6 +89,7 @@ def replay_spark(
         rows_in = pipe.input.generate(scenario, batches, scale=scale)
     else:
         rows_in = _copy_input(Path(input_dir), pipe, set(pipe.q.sides))
+    _report_progress(pipe, progress)
     publish_app(spark, work, master)
     try:
         summary, series = _run(pipe, sub, scenario, run, rows_in)
@@ -90,8 +97,24 @@ def replay_spark(
         pipe.cleanup()
         if own:
             spark.stop()
-    summary["workdir"] = str(work)
+        if workdir is None and not keep_workdir:
+            shutil.rmtree(work, ignore_errors=True)
+    summary["workdir"] = str(work) if workdir is not None or keep_workdir else None
     return ReplayResult(summary=summary, series=series, decisions=loop.records)
+
+
+def _report_progress(pipe: Any, progress: Callable[[int, int], None] | None) -> None:
+    """Call ``progress(done, total)`` after each batch, around the controller's hook."""
+    if progress is None:
+        return
+    total = len(pipe.input.segments())
+    inner = pipe.on_batch
+
+    def hook(st: Any) -> None:
+        inner(st)
+        progress(min(st.batch_id + 1, total), total)
+
+    pipe.on_batch = hook
 
 
 def _session(spark: Any, scenario: ScenarioFile, master: str, partitions: int) -> Any:

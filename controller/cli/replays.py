@@ -64,6 +64,17 @@ WarmupOpt = Annotated[
 ReportOpt = Annotated[
     Path | None, typer.Option(help="write CSV series, PNG plots and report.html here")
 ]
+InputOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--input",
+        help="Spark: replay the events imported into this workdir (trimtab input import) "
+        "instead of generating the scenario's workload; --batches and --scale do not apply",
+    ),
+]
+KeepOpt = Annotated[
+    bool, typer.Option(help="Spark: keep the temporary working directory (input, plans, sink)")
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object on stdout")]
 
 
@@ -82,14 +93,8 @@ def replay(
     scale: ScaleOpt = 0.1,
     workdir: WorkdirOpt = None,
     warmup_batches: WarmupOpt = 1,
-    input_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--input",
-            help="Spark: replay the events imported into this workdir (trimtab input import) "
-            "instead of generating the scenario's workload; --batches and --scale do not apply",
-        ),
-    ] = None,
+    input_dir: InputOpt = None,
+    keep_workdir: KeepOpt = False,
     report: ReportOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -100,14 +105,14 @@ def replay(
     sc = load(scenario)
     _check_replay_flags(substrate, partitioner, input_dir, report)
     if ticks is not None and ticks > sc.ticks:
-        err.print(
-            f"note: --ticks {ticks} is beyond the scenario's {sc.ticks} ticks; replaying {sc.ticks}"
-        )
+        err.print(f"note: --ticks {ticks} is beyond the scenario's {sc.ticks}; replaying those")
     try:
         if substrate == "spark":
             from controller.spark_replay import replay_spark
 
-            res = replay_spark(
+            res = _replay_spark_cli(
+                replay_spark,
+                not json_out,
                 sc,
                 master=master,
                 batches=batches,
@@ -119,12 +124,41 @@ def replay(
                 workdir=workdir,
                 warmup_batches=warmup_batches,
                 input_dir=input_dir,
+                keep_workdir=keep_workdir or workdir is not None,
             )
         else:
             res = _replay_sim(sc, placement, ticks, seed, shedding, not json_out)
     except ValueError as e:
         fail(str(e))
     _finish(res, report, json_out, sc.name)
+
+
+def _replay_spark_cli(run: Any, show_progress: bool, sc: ScenarioFile, **kw: Any) -> Any:
+    """A Spark replay with a progress bar (batches done of total, rate, time left) on a
+    terminal."""
+    prog = progress(show_progress)
+    if prog is None:
+        return run(sc, **kw)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    cols = (
+        TextColumn(f"spark replay {sc.name}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("batches"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*cols, console=err, transient=True) as bar:
+        task = bar.add_task("batches", total=None)
+        return run(
+            sc, progress=lambda done, total: bar.update(task, completed=done, total=total), **kw
+        )
 
 
 def _check_replay_flags(

@@ -462,6 +462,7 @@ def test_live_stream_follows_the_log_on_its_trigger(spark, tmp_path: Path) -> No
 def test_replay_cli_on_spark_reports_the_spark_keys(tmp_path: Path) -> None:
     """`trimtab replay --substrate spark --json` as users run it (its own Spark session)."""
     import json
+    import os
     import subprocess
     import sys
 
@@ -471,12 +472,22 @@ def test_replay_cli_on_spark_reports_the_spark_keys(tmp_path: Path) -> None:
     exe = str(Path(sys.executable).parent / "trimtab")
     args = [exe, "replay", str(SCENARIOS / "zipf-hotkey-shift.yaml"), "--substrate", "spark"]
     args += ["--batches", "4", "--scale", "0.02", "--partitioner", "shuffle", "--placement"]
-    args += ["hash", "--workdir", str(tmp_path / "w"), "--json"]
+    args += ["hash", "--json"]
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
     r = subprocess.run(
-        [*args, "--warmup-batches", "2"], capture_output=True, text=True, cwd=ROOT, timeout=300
+        [*args, "--warmup-batches", "2"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env=env,
     )
     assert r.returncode == 0, r.stderr[-2000:]
     out = json.loads(r.stdout)
+    # its temporary working directory is gone (no --keep-workdir)
+    assert out["workdir"] is None and not list(tmp.glob("trimtab-spark-*"))
     assert set(SPARK_KEYS) <= set(out) and out["output_matches_reference"] is True
     assert out["batches"] == 4 and out["warmup_batches_excluded"] == 2
     assert out["partials_merged"] >= out["rows_out"] > 0  # round-robin merges every key
@@ -484,3 +495,4 @@ def test_replay_cli_on_spark_reports_the_spark_keys(tmp_path: Path) -> None:
         [*args, "--warmup-batches", "-1"], capture_output=True, text=True, cwd=ROOT, timeout=60
     )
     assert bad.returncode == 2 and "warmup-batches" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
