@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from controller.config import Settings
-from controller.decisionlog import DecisionLog
+from controller.decisionlog import DecisionLog, iso_utc
 from controller.logs import configure_logging
 from controller.loop import ControlLoop
 from controller.telemetry import Telemetry
@@ -64,6 +64,7 @@ class Daemon:
         substrate, policy = make_daemon_wiring(settings, lambda: in_blackout(windows))
         self.substrate = substrate
         self.log = DecisionLog(settings.decision_log, settings.decision_retention_rounds)
+        self.round_base = self.log.last_round()  # rounds go on counting across restarts
         self.telemetry = Telemetry()
         self._newest_batch = -1  # of the steered pipeline (external mode)
         self.loop = ControlLoop(
@@ -105,7 +106,7 @@ class Daemon:
         now = time.time()
         self.log.record(
             now,
-            rec.round,
+            self.round_base + rec.round,
             rec.kind,
             rec.reason,
             rec.plan_version,
@@ -183,12 +184,13 @@ class Daemon:
         return {
             "pid": os.getpid(),
             "started": self.started,
+            "started_utc": iso_utc(self.started),
             "substrate": self.settings.substrate.kind,
             "last_round": None
             if last is None
             else {
-                "round": last.round,
-                "time": time.time(),
+                "round": self.round_base + last.round,
+                "time": iso_utc(time.time()),
                 "kind": last.kind,
                 "reason": last.reason,
             },

@@ -9,6 +9,7 @@ one. Retention is bounded by rounds.
 
 from __future__ import annotations
 
+import datetime
 import json
 import sqlite3
 import threading
@@ -20,6 +21,16 @@ from core.plans import Plan
 __all__ = ["DecisionLog", "DecisionLogError"]
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def iso_utc(ts: float) -> str:
+    """Seconds since the epoch as ISO-8601 UTC with milliseconds.
+
+    >>> iso_utc(0.0)
+    '1970-01-01T00:00:00.000Z'
+    """
+    dt = datetime.datetime.fromtimestamp(ts, tz=datetime.UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
 
 
 class DecisionLogError(ValueError):
@@ -132,6 +143,7 @@ class DecisionLog:
         return [
             {
                 "ts": r[0],
+                "time": iso_utc(r[0]),
                 "round": r[1],
                 "kind": r[2],
                 "reason": r[3],
@@ -143,6 +155,11 @@ class DecisionLog:
             }
             for r in reversed(rows)
         ]
+
+    def last_round(self) -> int:
+        """The highest round number recorded (0 for an empty log)."""
+        row = self._db.execute("SELECT MAX(round) FROM rounds").fetchone()
+        return int(row[0] or 0)
 
     def count(self) -> int:
         """Rounds stored."""

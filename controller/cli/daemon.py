@@ -94,6 +94,7 @@ def status_cmd(
     for k in (
         "running",
         "pid",
+        "started_utc",
         "substrate",
         "plan_version",
         "dry_run",
@@ -145,11 +146,17 @@ def decisions_cmd(
         print_json(rows)
         return
     t = Table()
-    for c in ("round", "kind", "plan", "applied", "reason"):
+    for c in ("time (UTC)", "round", "kind", "plan version", "applied", "round s", "reason"):
         t.add_column(c)
     for r in rows:
         t.add_row(
-            str(r["round"]), r["kind"], str(r["plan_version"]), str(r["applied"]), r["reason"]
+            r["time"],
+            str(r["round"]),
+            r["kind"],
+            str(r["plan_version"]),
+            "yes" if r["applied"] else "no",
+            f"{r['duration_s']:.3f}",
+            r["reason"],
         )
     Console().print(t)
 

@@ -83,6 +83,11 @@ def test_restart_resumes_at_the_logged_plan_version(tmp_path: Path) -> None:
     assert again.substrate.plan is not None and again.substrate.plan.version == v  # type: ignore[attr-defined]
     again.tick()
     assert again.loop.plan.version >= v
+    # round numbers go on across the restart, and every round has an ISO-8601 UTC time
+    rows = DecisionLog.read_only(tmp_path / "decisions.sqlite").last(50)
+    rounds = [r["round"] for r in rows]
+    assert rounds == list(range(1, 14)), rounds
+    assert all(r["time"].endswith("Z") and r["time"][10] == "T" for r in rows)
 
 
 def test_prometheus_endpoint_serves_metrics_on_loopback(tmp_path: Path) -> None:
