@@ -65,7 +65,7 @@ class Daemon:
         self.substrate = substrate
         self.log = DecisionLog(settings.decision_log, settings.decision_retention_rounds)
         self.round_base = self.log.last_round()  # rounds go on counting across restarts
-        self.telemetry = Telemetry()
+        self.telemetry = Telemetry(pipeline=settings.substrate.kind != "sim")
         self._newest_batch = -1  # of the steered pipeline (external mode)
         self.loop = ControlLoop(
             substrate, policy, settings.control.window_samples, settings.control.dry_run
@@ -163,7 +163,9 @@ class Daemon:
         if rec.kind.startswith("recover"):
             t.failures.inc()
         obs = self.loop.last_obs
-        for st in obs.batches if obs is not None else ():  # a steered pipeline's batches
+        if not t.pipeline or obs is None:
+            return self._export_plan(t)
+        for st in obs.batches:  # a steered pipeline's batches
             t.batch_duration.observe(st.duration_s)
             t.pipeline_rows.inc(float(st.rows))
             t.partials_merged.inc(float(st.partials_merged))
@@ -172,6 +174,9 @@ class Daemon:
                 t.last_batch.set(st.batch_id)
                 if st.started_at is not None:
                     t.last_commit.set(st.started_at + st.duration_s)
+        self._export_plan(t)
+
+    def _export_plan(self, t: Telemetry) -> None:
         current = self.loop.plan
         for s in self.loop.policy.ctx.network.streams:
             t.shed_ratio.labels(stream=s).set(1.0 - current.shed.keep_of(s))

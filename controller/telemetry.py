@@ -17,10 +17,14 @@ __all__ = ["Telemetry"]
 class Telemetry:
     """The controller's metrics and the HTTP endpoint serving them."""
 
-    def __init__(self) -> None:
+    def __init__(self, pipeline: bool = False) -> None:
+        """``pipeline``: a Spark pipeline is steered, so its metrics exist (with the simulator
+        they are absent, not zeros that would trip a stall alert)."""
         self.registry = CollectorRegistry()
+        self.pipeline = pipeline
         self._controller_metrics(self.registry)
-        self._pipeline_metrics(self.registry)
+        if pipeline:
+            self._pipeline_metrics(self.registry)
         self.build = Gauge(
             "trimtab_build_info", "Build information", ["version"], registry=self.registry
         )
@@ -44,10 +48,14 @@ class Telemetry:
             registry=r,
         )
         self.node_variance = Gauge(
-            "trimtab_node_load_variance", "Mean node-load variance over the window", registry=r
+            "trimtab_node_load_variance_cores_squared",
+            "Mean over the window's samples of the variance of node loads (cores^2)",
+            registry=r,
         )
         self.node_correlation = Gauge(
-            "trimtab_node_load_correlation_ratio", "Mean pairwise node-load correlation", registry=r
+            "trimtab_node_load_correlation",
+            "Mean pairwise Pearson correlation of node-load series over the window (-1 to 1)",
+            registry=r,
         )
         self.shed_ratio = Gauge(
             "trimtab_shed_ratio",
@@ -67,6 +75,8 @@ class Telemetry:
             registry=r,
         )
         self.failures = Counter("trimtab_failures_detected", "Node failures detected", registry=r)
+        for c in (self.missed, self.skipped):  # exported from the start, at 0
+            c.labels(job="control")
 
     def _pipeline_metrics(self, r: CollectorRegistry) -> None:
         """The steered Spark pipeline, from its batch metrics files (external mode)."""

@@ -101,7 +101,9 @@ def test_prometheus_endpoint_serves_metrics_on_loopback(tmp_path: Path) -> None:
             "trimtab_control_tick_duration_seconds_bucket",
             "trimtab_decisions_total",
             "trimtab_node_load_cores",
-            "trimtab_node_load_variance",
+            "trimtab_node_load_variance_cores_squared",
+            "trimtab_node_load_correlation",
+            "trimtab_scheduler_jobs_skipped_total",
             "trimtab_shed_ratio",
             "trimtab_migrations_total",
             "trimtab_plan_version",
@@ -109,6 +111,8 @@ def test_prometheus_endpoint_serves_metrics_on_loopback(tmp_path: Path) -> None:
             "trimtab_failures_detected_total",
         ):
             assert name in body, name
+        # no pipeline is steered: its metrics are absent, not zeros a stall alert would read
+        assert "trimtab_pipeline_" not in body
         sock = [s for s in d.telemetry.server.socket.getsockname()[:1]]
         assert sock == ["127.0.0.1"]
         other = [
@@ -433,3 +437,43 @@ def test_daemon_steers_a_spark_pipeline_through_its_files(tmp_path: Path) -> Non
     assert reg.get_sample_value("trimtab_pipeline_last_batch_id") == 5
     assert reg.get_sample_value("trimtab_pipeline_rows_total") == 6 * 400
     assert reg.get_sample_value("trimtab_pipeline_partials_merged_total") == 6 * 3
+
+
+def _metric_names(expr: str) -> set[str]:
+    import re
+
+    words = set(re.findall(r"\btrimtab_[a-z0-9_]+", expr))
+    # histogram/counter sample suffixes belong to their family
+    return {re.sub(r"_(bucket|count|sum|total)$", "", w) for w in words}
+
+
+def test_shipped_rules_and_dashboard_use_exported_metrics(tmp_path: Path) -> None:
+    """Every metric the alert rules and the dashboard name exists in a pipeline-steering
+    daemon's registry."""
+    import yaml
+
+    from controller.telemetry import Telemetry
+
+    reg = Telemetry(pipeline=True).registry
+    families = {m.name for m in reg.collect()}
+    rules = yaml.safe_load((ROOT / "examples" / "prometheus-rules.yaml").read_text())
+    exprs = [r["expr"] for g in rules["groups"] for r in g["rules"]]
+    assert any("last_batch_end" in e for e in exprs) and any("shed_ratio" in e for e in exprs)
+    dash = json.loads((ROOT / "examples" / "grafana-dashboard.json").read_text())
+    exprs += [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    used = set().union(*(_metric_names(e) for e in exprs))
+    assert used and used <= families, used - families
+
+
+def test_shipped_rules_pass_promtool() -> None:
+    import shutil
+
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed: the rule syntax was checked as YAML only")
+    r = subprocess.run(
+        [promtool, "check", "rules", str(ROOT / "examples" / "prometheus-rules.yaml")],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
