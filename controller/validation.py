@@ -15,11 +15,11 @@ import yaml
 from pydantic import ValidationError
 
 from controller.config import ConfigError, load_settings, path_problems
-from controller.scenario import load_scenario
+from controller.scenario import ScenarioFile, load_scenario
 from core.plans import Plan
 from core.scenario import format_validation_error
 
-__all__ = ["CONFIG_KEYS", "file_kind", "validate_file"]
+__all__ = ["CONFIG_KEYS", "file_kind", "plan_problems", "validate_file"]
 
 CONFIG_KEYS = frozenset({"control", "substrate", "metrics", "decision_log"})
 
@@ -37,8 +37,40 @@ def file_kind(data: Any) -> str:
     return "scenario"
 
 
-def validate_file(path: Path) -> str:
-    """Load ``path`` as the kind it looks like; return the kind or raise its error."""
+def plan_problems(plan: Plan, scenario: ScenarioFile) -> list[str]:
+    """What in ``plan`` does not fit ``scenario``, one line each (empty: it fits).
+
+    A plan fits as the simulator places the scenario (its operators' units on its nodes) or as
+    the Spark pipeline does (the keyed stage's key groups ``op#g`` on partitions ``p0..``).
+    """
+    from controller.wiring import make_context
+
+    p = plan.placement
+    ctx = make_context(scenario)
+    sim_units, sim_nodes = set(ctx.units.ids), set(ctx.cluster.ids)
+    keyed = [o for o in scenario.operators if o.kind in ("aggregate", "join")]
+    spark_units = {f"{o.id}#{g}" for o in keyed for g in range(o.key_groups)}
+    units = set(p.units)
+    if units <= spark_units and units and all(n.startswith("p") for n in p.nodes):
+        known_units, known_nodes = spark_units, {f"p{i}" for i in range(len(p.nodes))}
+    else:
+        known_units, known_nodes = sim_units, sim_nodes
+    out = []
+    for u in sorted(units - known_units)[:3]:
+        out.append(f"placement.units: {u!r} is not a unit of scenario {scenario.name!r}")
+    for u in sorted(known_units - units)[:3]:
+        out.append(f"placement.units: the scenario's unit {u!r} is not placed")
+    for n in sorted(set(p.nodes) - known_nodes)[:3]:
+        out.append(
+            f"placement.nodes: {n!r} is not a node of scenario {scenario.name!r} "
+            f"(nodes: {', '.join(sorted(known_nodes))})"
+        )
+    return out
+
+
+def validate_file(path: Path, scenario: Path | None = None) -> str:
+    """Load ``path`` as the kind it looks like; return the kind or raise its error. A plan is
+    also checked against ``scenario`` when one is given."""
     try:
         data = yaml.safe_load(path.read_text()) if path.is_file() else None
     except yaml.YAMLError:
@@ -46,9 +78,13 @@ def validate_file(path: Path) -> str:
     kind = file_kind(data)
     if kind == "plan":
         try:
-            Plan.model_validate(data)
+            plan = Plan.model_validate(data)
         except ValidationError as e:
             raise ConfigError(str(path), format_validation_error(e)) from None
+        if scenario is not None:
+            problems = plan_problems(plan, load_scenario(scenario))
+            if problems:
+                raise ConfigError(str(path), problems)
     elif kind == "config":
         problems = path_problems(load_settings(path))
         if problems:

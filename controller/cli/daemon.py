@@ -164,10 +164,15 @@ def decisions_cmd(
 @app.command()
 def validate(
     files: Annotated[list[Path], typer.Argument(help="config, scenario or plan files")],
+    scenario: Annotated[
+        Path | None,
+        typer.Option(help="check plans against this scenario (its units and nodes)"),
+    ] = None,
 ) -> None:
     """Check config, scenario and plan files; print one line per problem.
 
-    Example: trimtab validate examples/controller.yaml scenarios/*.yaml
+    Example: trimtab validate examples/controller.yaml scenarios/*.yaml; trimtab validate
+    --scenario scenarios/zipf-hotkey-shift.yaml w/plans/v000003.json
     """
     from controller.config import ConfigError
     from controller.validation import validate_file
@@ -176,7 +181,7 @@ def validate(
     bad = 0
     for f in files:
         try:
-            print(f"ok: {f} ({validate_file(f)})")
+            print(f"ok: {f} ({validate_file(f, scenario)})")
         except (ScenarioError, ConfigError) as e:
             bad += 1
             src = e.path if isinstance(e, ScenarioError) else e.source

@@ -59,6 +59,21 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
     (tmp / "afile").write_text("x")
     (tmp / "events.csv").write_text("ts,key\n0,1\nx,2\ny,3\n")
     good = str(BASE)
+    from controller.scenario import load_scenario
+    from controller.wiring import make_context
+    from core.plans import Placement, Plan
+
+    ctx = make_context(load_scenario(BASE))
+    units, nodes = ctx.units.ids, ctx.cluster.ids
+    zero = tuple(0 for _ in units)
+    (tmp / "plan-node.json").write_text(
+        Plan(placement=Placement(units=units, nodes=(nodes[0], "n9"), assignment=zero)).to_json()
+    )
+    (tmp / "plan-unit.json").write_text(
+        Plan(
+            placement=Placement(units=(*units[:-1], "ghost"), nodes=nodes, assignment=zero)
+        ).to_json()
+    )
     sc = lambda name, edit: _scenario(tmp, name, edit)  # noqa: E731
     cf = lambda name, edit: _config(tmp, name, edit)  # noqa: E731
 
@@ -224,6 +239,18 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
         ),
         # plans
         ("plan not json", ["validate", str(tmp / "plan.json")], 2, "plan.json"),
+        (
+            "plan unknown node",
+            ["validate", "--scenario", good, str(tmp / "plan-node.json")],
+            2,
+            "'n9'",
+        ),
+        (
+            "plan unknown unit",
+            ["validate", "--scenario", good, str(tmp / "plan-unit.json")],
+            2,
+            "'ghost'",
+        ),
         # flags
         ("ticks 0", ["replay", good, "--ticks", "0"], 2, "ticks"),
         ("ticks -1", ["replay", good, "--ticks", "-1"], 2, "ticks"),
