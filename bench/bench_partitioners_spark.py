@@ -78,7 +78,7 @@ def max_rate(spark: Any, sc: ScenarioFile, part: str, work: Path) -> dict[str, A
     d1, d2 = s1["batch_duration_p50"], s2["batch_duration_p50"]
     slope = max((d2 - d1) / (r2 - r1), 1e-9)
     rate, best, best_s, tried = r1 + (T - d1) / slope, 0.0, s2, []
-    for i in range(5):
+    for i in range(10):  # until a sustained rate and one above it are found
         s = run(spark, sc, rate, part, work / f"c{i}")
         d = s["batch_duration_p50"]
         tried.append((round(rate), round(d, 3)))
