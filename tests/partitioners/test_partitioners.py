@@ -230,9 +230,9 @@ def test_dalton_split_cap_grows_with_the_load_and_bounds_each_key() -> None:
         d = Dalton(50, seed=1, interval=20_000, key_space=10_000, max_split_limit=limit)
         caps, imb = [], []
         for i in range(0, keys.size, 20_000):
-            cap = d.max_split
             k = keys[i : i + 20_000]
             w = d.route(k)
+            cap = d.max_split  # the cap only widens, within an interval too
             fan = np.bincount(np.unique(k * 50 + w) // 50)
             assert fan.max() <= cap
             caps.append(cap)
@@ -263,10 +263,12 @@ def test_dalton_regains_balance_after_shift() -> None:
     for k in before:
         d.route(k)
     post = [window_metrics(k, d.route(k), 10).imbalance for k in after]
+    # the shift really unbalances a router that keeps its old hot set: hashing the new one
+    hashed = [window_metrics(k, stable_mod(k, 10), 10).imbalance for k in after[:3]]
     # balance regained: by the third window after the shift, within 10% (+0.05) of the
     # steady state the new hot set allows (cold keys still hash, so it can differ from before)
     steady = float(np.median(post[10:]))
-    assert post[0] > steady * 1.5  # the shift really unbalanced it
+    assert min(hashed) > 3 * max(post[:3])
     assert post[2] <= steady * 1.1 + 0.05
 
 
