@@ -21,7 +21,15 @@ import pandas as pd
 
 from spark_adapter.source import InputLog, first_event_id
 
-__all__ = ["FORMATS", "EventImportError", "ImportReport", "import_events", "read_events"]
+__all__ = [
+    "FORMATS",
+    "CheckedEvents",
+    "EventImportError",
+    "ImportReport",
+    "checked_events",
+    "import_events",
+    "read_events",
+]
 
 FORMATS = ("csv", "parquet", "jsonl")
 KEY_LIMIT = 1 << 53  # keys travel through a double in the fold's concatenation
@@ -125,6 +133,53 @@ def _checked(
     return clean, bad, list(why), strings
 
 
+@dataclass(frozen=True)
+class CheckedEvents:
+    """The good rows of a user's events, in time order, and what was left out."""
+
+    ts: np.ndarray
+    keys: np.ndarray  # int64 in [0, 2^53)
+    values: np.ndarray
+    raw_keys: np.ndarray  # the key column as given (strings before hashing)
+    rows_read: int
+    bad_rows: int
+    first_bad: str  # "file:row: reason", or ""
+    string_keys: bool
+
+
+def checked_events(
+    paths: list[Path],
+    ts_col: str = "ts",
+    key_col: str = "key",
+    value_col: str | None = None,
+    fmt: str | None = None,
+) -> CheckedEvents:
+    """Read and check the events row by row (one checking path for import and profile)."""
+    df = read_events(paths, fmt)
+    if df.empty:
+        raise EventImportError(f"{', '.join(map(str, paths))}: no events")
+    clean, bad, why, strings = _checked(df, ts_col, key_col, value_col)
+    n_bad = int(bad.sum())
+    first = ""
+    if n_bad:
+        i = int(np.flatnonzero(bad)[0])
+        first = f"{df['_file'].iat[i]}:{int(df['_row'].iat[i])}: {why[i]}"
+    if n_bad == len(df):
+        raise EventImportError(f"every row is bad; first: {first}")
+    order = np.argsort(clean["ts"].to_numpy()[~bad], kind="stable")
+    good = clean[~bad]
+    return CheckedEvents(
+        ts=good["ts"].to_numpy()[order],
+        keys=good["key"].to_numpy()[order],
+        values=good["v"].to_numpy()[order],
+        raw_keys=df[key_col].to_numpy()[~bad][order],
+        rows_read=len(df),
+        bad_rows=n_bad,
+        first_bad=first,
+        string_keys=strings,
+    )
+
+
 def import_events(
     paths: list[Path],
     log: InputLog,
@@ -144,30 +199,22 @@ def import_events(
         raise EventImportError(f"tick_s: must be positive (got {tick_s})")
     if log.segments() or log.trimmed_below():
         raise EventImportError(f"{log.root}: already holds an input log; import into a new workdir")
-    df = read_events(paths, fmt)
-    if df.empty:
-        raise EventImportError(f"{', '.join(map(str, paths))}: no events")
-    clean, bad, why, strings = _checked(df, ts_col, key_col, value_col)
-    n_bad = int(bad.sum())
-    first = ""
-    if n_bad:
-        i = int(np.flatnonzero(bad)[0])
-        first = f"{df['_file'].iat[i]}:{int(df['_row'].iat[i])}: {why[i]}"
-        if n_bad > max_bad_fraction * len(df):
-            raise EventImportError(
-                f"{n_bad} of {len(df)} rows are bad (more than {max_bad_fraction:.1%}); "
-                f"first: {first}; nothing was written"
-            )
-    good = clean[~bad].sort_values("ts", kind="stable", ignore_index=True)
+    ev = checked_events(paths, ts_col, key_col, value_col, fmt)
+    if ev.bad_rows > max_bad_fraction * ev.rows_read:
+        raise EventImportError(
+            f"{ev.bad_rows} of {ev.rows_read} rows are bad (more than {max_bad_fraction:.1%}); "
+            f"first: {ev.first_bad}; nothing was written"
+        )
+    good = pd.DataFrame({"ts": ev.ts, "key": ev.keys, "v": ev.values})
     t, segments = _write_segments(log, good, stream, speedup, tick_s)
     return ImportReport(
-        rows_read=len(df),
+        rows_read=ev.rows_read,
         rows_written=len(good),
-        bad_rows=n_bad,
-        first_bad=first,
+        bad_rows=ev.bad_rows,
+        first_bad=ev.first_bad,
         segments=segments,
         span_s=float(t[-1]),
-        string_keys=strings,
+        string_keys=ev.string_keys,
     )
 
 

@@ -16,6 +16,7 @@ from controller.cli.common import (
     fail,
     load,
     print_json,
+    writable_dir,
 )
 
 pipeline_app = typer.Typer(
@@ -83,7 +84,10 @@ def pipeline_run(
     print_json({k: out[k] for k in ("role", "epoch", "restored_through", "committed")})
 
 
-input_app = typer.Typer(help="Write a pipeline's input log.", no_args_is_help=True)
+input_app = typer.Typer(
+    help="A pipeline's input log: generate it, import your own events, profile them.",
+    no_args_is_help=True,
+)
 app.add_typer(input_app, name="input")
 
 
@@ -173,6 +177,51 @@ def input_import(
             file=sys.stderr,
         )
     print_json(rep.as_dict())
+
+
+@input_app.command("profile")
+def input_profile(
+    files: Annotated[list[Path], typer.Argument(help="event files: CSV, Parquet or JSON lines")],
+    ts_col: Annotated[str, typer.Option(help="time column, seconds")] = "ts",
+    key_col: Annotated[str, typer.Option(help="key column: integers or strings")] = "key",
+    fmt: Annotated[
+        str | None, typer.Option("--format", help="csv, parquet or jsonl (default: by suffix)")
+    ] = None,
+    window_s: Annotated[float, typer.Option(min=0.001, help="window for rate and churn, s")] = 1.0,
+    plot: Annotated[Path | None, typer.Option(help="write a PNG: rate and key skew")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """What your events will ask of the controller: rate over time, key skew (Zipf fit), top
+    keys, hot-set churn. Writes nothing but the plot asked for.
+
+    Example: trimtab input profile examples/events-sample.csv --key-col user --plot p.png
+    """
+    from controller.event_profile import profile_events
+    from spark_adapter.event_import import EventImportError
+
+    if plot is not None:
+        writable_dir(plot.parent, "--plot")
+    try:
+        prof = profile_events(files, ts_col, key_col, fmt, window_s, plot)
+    except EventImportError as e:
+        fail(str(e))
+    if json_out:
+        print_json(prof)
+        return
+    r = prof["rate_per_s"]
+    print(
+        f"events      {prof['events']} over {prof['span_s']:.1f} s ({prof['bad_rows']} bad rows left out)"
+    )
+    print(
+        f"rate (1/s)  mean {r['mean']:.1f}, p50 {r['p50']:.1f}, p99 {r['p99']:.1f}, max {r['max']:.1f}"
+    )
+    print(f"keys        {prof['distinct_keys']} distinct, Zipf s = {prof['zipf_s']}")
+    print(
+        f"hot set     churn {prof['hot_set_churn']:.2f} between {window_s:g} s windows (top 10; 0 = stable, 1 = new every window)"
+    )
+    print("top keys    " + ", ".join(f"{t['key']} {t['share']:.1%}" for t in prof["top_keys"]))
+    if plot is not None:
+        print(f"plot        {plot}")
 
 
 @app.command("inject")

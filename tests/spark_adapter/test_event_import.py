@@ -142,3 +142,32 @@ def test_import_cli_one_line_errors(tmp_path: Path) -> None:
         text=True,
     )
     assert nosuch.returncode == 2 and "--input" in nosuch.stderr
+
+
+def test_profile_tells_skew_rate_and_churn(tmp_path: Path) -> None:
+    from controller.event_profile import profile_events
+
+    before = sorted(p.name for p in SAMPLE.parent.iterdir())
+    prof = profile_events([SAMPLE], key_col="user", plot=tmp_path / "p.png")
+    assert prof["events"] == 3600 and prof["bad_rows"] == 0
+    # the sample's burst user: 600 burst events plus its own
+    assert prof["top_keys"][0]["key"] == "u0999" and prof["top_keys"][0]["share"] > 0.16
+    assert 0.8 < prof["zipf_s"] < 1.4  # generated with Zipf 1.1 over 1,000 users
+    assert prof["rate_per_s"]["max"] > 2 * prof["rate_per_s"]["p50"]  # the burst
+    assert 0.0 < prof["hot_set_churn"] < 1.0
+    assert (tmp_path / "p.png").stat().st_size > 1000
+    assert sorted(p.name for p in SAMPLE.parent.iterdir()) == before  # read-only
+
+
+def test_profile_cli(tmp_path: Path) -> None:
+    exe = str(Path(sys.executable).with_name("trimtab"))
+    r = subprocess.run(
+        [exe, "input", "profile", str(SAMPLE), "--key-col", "user", "--json"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0 and '"zipf_s"' in r.stdout
+    bad = subprocess.run(
+        [exe, "input", "profile", str(SAMPLE)], capture_output=True, text=True
+    )  # the sample's key column is 'user'
+    assert bad.returncode == 2 and "--key-col: no column 'key'" in bad.stderr

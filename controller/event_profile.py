@@ -1,0 +1,81 @@
+"""``trimtab input profile``: what a user's event stream will ask of the controller.
+
+Reads the events as ``input import`` does (same formats, columns and checks), and reports the
+rate over time, the key skew (a Zipf fit), the top keys with their share, and the hot set's
+churn between windows; optionally a PNG with the rate and the rank-frequency curve. It writes
+nothing but the plot it is asked for.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from core.keystats import hot_set_churn, rate_series, top_keys, zipf_fit
+from spark_adapter.event_import import checked_events
+
+__all__ = ["profile_events"]
+
+
+def profile_events(
+    paths: list[Path],
+    ts_col: str = "ts",
+    key_col: str = "key",
+    fmt: str | None = None,
+    window_s: float = 1.0,
+    plot: Path | None = None,
+) -> dict[str, Any]:
+    """The profile of the events in ``paths`` (bad rows counted and left out)."""
+    ev = checked_events(paths, ts_col, key_col, None, fmt)
+    ts, keys = ev.ts, ev.keys
+    rate = rate_series(ts, window_s)
+    top = [
+        {"key": _name(ev.raw_keys[np.flatnonzero(keys == k)[0]]), "share": round(share, 6)}
+        for k, share in top_keys(keys, 10)
+    ]
+    out = {
+        "events": int(ts.size),
+        "bad_rows": ev.bad_rows,
+        "span_s": float(ts.max() - ts.min()) if ts.size else 0.0,
+        "distinct_keys": int(np.unique(keys).size),
+        "rate_per_s": {
+            "mean": float(rate.mean()) if rate.size else 0.0,
+            "p50": float(np.quantile(rate, 0.5)) if rate.size else 0.0,
+            "p99": float(np.quantile(rate, 0.99)) if rate.size else 0.0,
+            "max": float(rate.max()) if rate.size else 0.0,
+        },
+        "zipf_s": round(zipf_fit(keys), 3),
+        "top_keys": top,
+        "hot_set_churn": round(hot_set_churn(ts, keys, window_s), 4),
+        "window_s": window_s,
+    }
+    if plot is not None:
+        _plot(rate, keys, window_s, plot)
+        out["plot"] = str(plot)
+    return out
+
+
+def _name(raw: Any) -> Any:
+    """A key as the user wrote it (numpy scalars as plain numbers)."""
+    return raw.item() if isinstance(raw, np.generic) else raw
+
+
+def _plot(rate: np.ndarray, keys: np.ndarray, window_s: float, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    _, counts = np.unique(keys, return_counts=True)
+    freq = np.sort(counts)[::-1]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.5))
+    a.plot(np.arange(rate.size) * window_s, rate)
+    a.set(xlabel="time since the first event (s)", ylabel="events per second", title="Rate")
+    b.loglog(np.arange(1, freq.size + 1), freq, ".")
+    b.set(xlabel="key rank", ylabel="events", title="Key skew (rank-frequency)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
