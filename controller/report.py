@@ -7,13 +7,13 @@ return a ``matplotlib.figure.Figure``; they never save or show.
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from controller.report_html import page
 from core import loadstats
 
 if TYPE_CHECKING:
@@ -25,6 +25,7 @@ __all__ = [
     "plot_correlation",
     "plot_heatmap",
     "plot_node_load",
+    "plot_note",
     "plot_placement",
     "plot_recovery",
     "plot_shed",
@@ -41,6 +42,25 @@ def _figure() -> Figure:
     from matplotlib.figure import Figure
 
     return Figure(figsize=(8, 4), layout="constrained")
+
+
+def plot_note(title: str, text: str) -> Figure:
+    """A figure that says what happened instead of drawing an empty frame."""
+    fig = _figure()
+    ax = fig.add_subplot()
+    ax.set_axis_off()
+    ax.set_title(title)
+    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=13, color="#555")
+    return fig
+
+
+def _to_end(df: pd.DataFrame, end: float) -> pd.DataFrame:
+    """A step series carried on to the run's end (its last value held)."""
+    if len(df) and float(df.index[-1]) < end:
+        last = df.iloc[[-1]].copy()
+        last.index = pd.Index([end], name=df.index.name)
+        return pd.concat([df, last])
+    return df
 
 
 def plot_node_load(node_load: pd.DataFrame) -> Figure:
@@ -148,10 +168,15 @@ def _png(fig: Figure, path: Path) -> None:
     fig.savefig(path, dpi=90)
 
 
-def write_report(result: ReplayResult, out_dir: str | Path) -> Path:
-    """Save the run's series (CSV), summary and decisions (JSON), then render the report."""
+def write_report(
+    result: ReplayResult, out_dir: str | Path, comparison: list[dict[str, Any]] | None = None
+) -> Path:
+    """Save the run's series (CSV), summary and decisions (JSON), then render the report;
+    ``comparison``: the summaries of runs to show side by side (the demo's hash and trimtab)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if comparison:
+        (out / "comparison.json").write_text(json.dumps(comparison, indent=1, default=float))
     s = result.series
     s.node_load.to_csv(out / "node_load.csv")
     s.node_util.to_csv(out / "node_util.csv")
@@ -190,8 +215,10 @@ def render_run_dir(run_dir: str | Path) -> Path:
         else []
     )
     figs = _figures(out, node_load, decisions)
-    for name, fig in figs.items():
+    for name, fig, _ in figs:
         _png(fig, out / name)
+    for stale in ("correlation_before.png", "correlation_after.png"):  # older reports' names
+        (out / stale).unlink(missing_ok=True)
     lines = [
         f"{k} = {summary[k]:.4g}"
         if isinstance(summary.get(k), float)
@@ -199,7 +226,13 @@ def render_run_dir(run_dir: str | Path) -> Path:
         for k in REPORT_KEYS
         if k in summary
     ]
-    (out / "report.html").write_text(_html(out, summary, lines, list(figs)))
+    comparison = (
+        json.loads((out / "comparison.json").read_text())
+        if (out / "comparison.json").exists()
+        else []
+    )
+    html = page(out, summary, [(n, h) for n, _, h in figs], decisions, comparison)
+    (out / "report.html").write_text(html)
     (out / "summary.txt").write_text("\n".join(lines) + "\n")
     return out
 
@@ -215,49 +248,59 @@ REPORT_KEYS = (
 )
 
 
-def _figures(out: Path, node_load: pd.DataFrame, decisions: list[Any]) -> dict[str, Any]:
-    """The report's figures by file name (placement and shedding only when they happened)."""
+def _figures(
+    out: Path, node_load: pd.DataFrame, decisions: list[Any]
+) -> list[tuple[str, Any, str]]:
+    """The report's figures: (file name, figure, heading); a note where nothing happened."""
     half = len(node_load) // 2
-    figs: dict[str, Any] = {
-        "heatmap.png": plot_heatmap(node_load),
-        "node_load.png": plot_node_load(node_load),
-        "correlation_before.png": plot_correlation(
-            node_load.iloc[: max(half, 2)], "Node correlation, first half"
+    end = float(node_load.index[-1]) if len(node_load) else 0.0
+    figs: list[tuple[str, Any, str]] = [
+        ("node_load.png", plot_node_load(node_load), "Node load over time"),
+        ("heatmap.png", plot_heatmap(node_load), "Load heat map"),
+        (
+            "correlation_first_half.png",
+            plot_correlation(node_load.iloc[: max(half, 2)], "Node correlation, first half"),
+            "Node correlation, first half of the run",
         ),
-        "correlation_after.png": plot_correlation(
-            node_load.iloc[half:], "Node correlation, second half"
+        (
+            "correlation_second_half.png",
+            plot_correlation(node_load.iloc[half:], "Node correlation, second half"),
+            "Node correlation, second half of the run",
         ),
-    }
+    ]
     placement = _read(out, "placement")
-    if placement is not None and len(placement):
-        figs["placement.png"] = plot_placement(placement)
+    moved = placement is not None and len(placement.drop_duplicates()) > 1
+    figs.append(
+        (
+            "placement.png",
+            plot_placement(_to_end(placement, end))
+            if moved and placement is not None
+            else plot_note(
+                "Placement over time", "Nothing moved: the placement stayed as it started"
+            ),
+            "Placement over time",
+        )
+    )
     shed = _read(out, "shed")
-    if shed is not None and len(shed):
-        figs["shed.png"] = plot_shed(shed)
+    shedding = shed is not None and len(shed) and bool((shed < 1.0 - 1e-12).to_numpy().any())
+    figs.append(
+        (
+            "shed.png",
+            plot_shed(_to_end(shed, end))
+            if shedding and shed is not None
+            else plot_note("Shed fractions over time", "No shedding: every stream was kept whole"),
+            "Shedding over time",
+        )
+    )
     events = _read(out, "events", index=False)
-    figs["recovery.png"] = plot_recovery(
-        events if events is not None else pd.DataFrame(columns=["time_s", "kind", "node"]),
-        decisions,
-        [str(c) for c in node_load.columns],
-    )
+    recovered = [d for d in decisions if str(d.get("kind", "")).startswith("recover")]
+    if (events is None or not len(events)) and not recovered:
+        fig = plot_note("Recovery timeline", "No faults and no recovery decisions")
+    else:
+        fig = plot_recovery(
+            events if events is not None else pd.DataFrame(columns=["time_s", "kind", "node"]),
+            decisions,
+            [str(c) for c in node_load.columns],
+        )
+    figs.append(("recovery.png", fig, "Faults and recovery"))
     return figs
-
-
-def _html(out: Path, summary: dict[str, Any], lines: list[str], figures: list[str]) -> str:
-    """One page: the headline figures, the whole summary, the plots inline."""
-    rows = "".join(
-        f"<tr><td>{k}</td><td>{v:.6g}</td></tr>"
-        if isinstance(v, float)
-        else f"<tr><td>{k}</td><td>{v}</td></tr>"
-        for k, v in summary.items()
-    )
-    imgs = "".join(
-        f'<h2>{name[:-4].replace("_", " ")}</h2><img src="data:image/png;base64,{base64.b64encode((out / name).read_bytes()).decode()}"/>'
-        for name in figures
-    )
-    title = summary.get("scenario", "")
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>trimtab report</title></head>"
-        f"<body><h1>trimtab report: {title}</h1><p>{'; '.join(lines)}</p>"
-        f"<table border='1' cellpadding='3'>{rows}</table>{imgs}</body></html>"
-    )

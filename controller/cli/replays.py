@@ -318,5 +318,5 @@ def demo(
             f"trimtab: batch p50 {t['batch_duration_p50']:.2f} s vs hash {h['batch_duration_p50']:.2f} s; "
             f"partition rows {t['partition_rows']} vs {h['partition_rows']}"
         )
-    write_report(best, report)
+    write_report(best, report, comparison=[r.summary for r in runs])
     err.print(f"report written to {report}/report.html")

@@ -315,8 +315,8 @@ def test_report_renders_from_a_small_run(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     for png in (
         "heatmap.png",
-        "correlation_before.png",
-        "correlation_after.png",
+        "correlation_first_half.png",
+        "correlation_second_half.png",
         "placement.png",
         "shed.png",
         "recovery.png",
@@ -326,8 +326,8 @@ def test_report_renders_from_a_small_run(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     for png in (
         "heatmap.png",
-        "correlation_before.png",
-        "correlation_after.png",
+        "correlation_first_half.png",
+        "correlation_second_half.png",
         "placement.png",
         "shed.png",
         "recovery.png",
@@ -477,3 +477,113 @@ def test_shipped_rules_pass_promtool() -> None:
         text=True,
     )
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _run_dir(tmp: Path, moved: bool, shed: bool) -> Path:
+    import pandas as pd
+
+    out = tmp / ("run-moved" if moved else "run-still")
+    out.mkdir()
+    idx = pd.Index(np.arange(10.0), name="time_s")
+    pd.DataFrame(np.random.default_rng(0).random((10, 2)), index=idx, columns=["A", "B"]).to_csv(
+        out / "node_load.csv"
+    )
+    place = pd.DataFrame(
+        {"A": [3, 2 if moved else 3], "B": [1, 2 if moved else 1]}, index=[0.0, 4.0]
+    )
+    place.index.name = "time_s"
+    place.to_csv(out / "placement.csv")
+    keep = pd.DataFrame({"s0": [1.0, 0.6 if shed else 1.0]}, index=[0.0, 5.0])
+    keep.index.name = "time_s"
+    keep.to_csv(out / "shed.csv")
+    summary = {"scenario": "tiny", "throughput": 1234.5, "mean_latency": 0.25, "migrations": 2}
+    (out / "summary.json").write_text(json.dumps(summary))
+    (out / "decisions.json").write_text(
+        json.dumps(
+            [
+                {
+                    "round": 1,
+                    "time_s": 1.0,
+                    "kind": "hold",
+                    "reason": "warming up",
+                    "plan_version": 0,
+                },
+                {
+                    "round": 2,
+                    "time_s": 4.0,
+                    "kind": "place",
+                    "reason": "pair A/B",
+                    "plan_version": 1,
+                },
+            ]
+        )
+    )
+    return out
+
+
+def test_report_says_what_did_not_happen_and_reads_as_a_page(tmp_path: Path) -> None:
+    from controller.report import _figures, render_run_dir
+
+    still = _run_dir(tmp_path, moved=False, shed=False)
+    notes = {
+        name: [t.get_text() for ax in fig.axes for t in ax.texts]
+        for name, fig, _ in _figures(still, pd_read(still / "node_load.csv"), [])
+    }
+    assert any("Nothing moved" in t for t in notes["placement.png"])
+    assert any("No shedding" in t for t in notes["shed.png"])
+    assert any("No faults" in t for t in notes["recovery.png"])
+    moved = _run_dir(tmp_path, moved=True, shed=True)
+    figs = {name: fig for name, fig, _ in _figures(moved, pd_read(moved / "node_load.csv"), [])}
+    assert not figs["placement.png"].axes[0].texts and not figs["shed.png"].axes[0].texts
+    # the step series reach the run's end (time 9), not their last change (4 and 5)
+    assert figs["shed.png"].axes[0].get_xlim()[1] >= 9.0
+    (moved / "comparison.json").write_text(
+        json.dumps(
+            [{"run": "hash", "throughput": 1000.0}, {"run": "trimtab", "throughput": 1234.5}]
+        )
+    )
+    render_run_dir(moved)
+    page = (moved / "report.html").read_text()
+    assert "tuples completed per second (tuples/s)" in page and "1,234" in page
+    assert "Side by side" in page and "<th>hash</th>" in page and "<th>trimtab</th>" in page
+    assert "pair A/B" in page and "warming up" not in page  # the timeline: plan changes only
+    assert "first half of the run" in page and "before" not in page.lower().split("<img")[0]
+    assert page.count("<img") == 7
+
+
+def pd_read(p: Path):  # type: ignore[no-untyped-def]
+    import pandas as pd
+
+    return pd.read_csv(p, index_col=0)
+
+
+def test_report_loads_in_a_headless_browser(tmp_path: Path) -> None:
+    """Skipped, not failed, when no Chromium-family browser is installed."""
+    import shutil
+
+    from controller.report import render_run_dir
+
+    browser = next(
+        (b for b in ("chromium", "chromium-browser", "google-chrome", "chrome") if shutil.which(b)),
+        None,
+    )
+    if browser is None:
+        pytest.skip("no headless browser installed")
+    run = _run_dir(tmp_path, moved=True, shed=True)
+    render_run_dir(run)
+    r = subprocess.run(
+        [
+            browser,
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--dump-dom",
+            (run / "report.html").as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr[-500:]
+    assert r.stdout.count("<img") == 7 and "data:image/png;base64" in r.stdout
+    assert "Uncaught" not in r.stderr and "ERROR:CONSOLE" not in r.stderr

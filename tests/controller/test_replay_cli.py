@@ -69,7 +69,7 @@ def test_replay_report_and_ticks(tmp_path: Path) -> None:
         "streams.csv",
         "node_load.png",
         "heatmap.png",
-        "correlation_before.png",
+        "correlation_first_half.png",
         "report.html",
     ):
         assert (tmp_path / "rep" / f).stat().st_size > 0
