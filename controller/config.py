@@ -246,6 +246,17 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
         _YAML_PATH = Path(path) if path is not None else None
         return Settings(**overrides)
     except ValidationError as e:
-        raise ConfigError(src, format_validation_error(e)) from None
+        problems = format_validation_error(e)
+        env = [_env_name(q) for q in problems if _env_name(q) in os.environ]
+        if env:  # the bad value came from the environment, not the file
+            raise ConfigError(f"environment {env[0]}", problems) from None
+        raise ConfigError(src, problems) from None
     finally:
         _YAML_PATH = None
+
+
+def _env_name(problem: str) -> str:
+    """The environment variable that sets a problem's field: ``metrics.port: ...`` ->
+    ``TRIMTAB_METRICS__PORT``."""
+    field = problem.split(":", 1)[0].strip()
+    return "TRIMTAB_" + field.upper().replace(".", "__")

@@ -33,6 +33,7 @@ __all__ = [
     "print_json",
     "progress",
     "table",
+    "with_unit",
     "writable_dir",
 ]
 
@@ -180,8 +181,47 @@ def table(rows: list[dict[str, Any]], keys: tuple[str, ...], label: str) -> Tabl
     for r in rows:
         t.add_column(str(r.get(label, "")), justify="right")
     for k in keys:
-        t.add_row(k, *(_fmt(r.get(k, "")) for r in rows))
+        t.add_row(with_unit(k), *(_fmt(r.get(k, "")) for r in rows))
     return t
+
+
+UNITS = {
+    "throughput": "tuples/s",
+    "weighted_throughput": "tuples/s",
+    "mean_latency": "s",
+    "p99_latency": "s",
+    "batch_duration_p50": "s",
+    "batch_duration_p99": "s",
+    "wall_s": "s",
+    "node_load_variance_mean": "cores²",
+    "mean_pairwise_node_correlation": "-1..1",
+    "migrations": "moves",
+    "dropped_fraction": "0..1",
+    "rows_in": "rows",
+    "rows_out": "rows",
+    "rows_dropped": "rows",
+    "lost_tuples": "tuples",
+    "duplicate_tuples": "tuples",
+    "state_rows_moved": "rows",
+    "partials_merged": "partials",
+    "imbalance_mean": "max/mean - 1",
+    "imbalance_p95": "max/mean - 1",
+    "fragmentation_mean": "workers/key",
+    "fragmentation_max": "workers/key",
+    "aggregation_cost_mean": "partials",
+    "routing_us_per_key": "us",
+    "lambda_max_mean": "x fair share",
+}
+
+
+def with_unit(key: str) -> str:
+    """A summary key with its unit, for table headers.
+
+    >>> with_unit("mean_latency"), with_unit("scenario")
+    ('mean_latency (s)', 'scenario')
+    """
+    unit = UNITS.get(key)
+    return f"{key} ({unit})" if unit else key
 
 
 def progress(enabled: bool) -> Any:

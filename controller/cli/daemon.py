@@ -84,7 +84,12 @@ def status_cmd(
     f = state_dir / "status.json"
     if not f.exists():
         fail(f"no daemon status in {state_dir} (is 'trimtab run' running with this state_dir?)", 1)
-    st = json.loads(f.read_text())
+    try:
+        st = json.loads(f.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError) as e:
+        fail(f"--state-dir: {f} is not a trimtab status file ({str(e).splitlines()[0]})")
+    if not isinstance(st, dict) or "pid" not in st:
+        fail(f"--state-dir: {f} is not a trimtab status file (no 'pid')")
     alive = _pid_alive(int(st.get("pid", -1))) and not st.get("stopped")
     st["running"] = alive
     if json_out:

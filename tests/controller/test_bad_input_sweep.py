@@ -57,6 +57,8 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
     (tmp / "empty-trace.csv").write_text("ts,key\n")
     (tmp / "notdb.sqlite").write_text("hello, not a database")
     (tmp / "afile").write_text("x")
+    (tmp / "st").mkdir()
+    (tmp / "st" / "status.json").write_text("[1, 2]")
     (tmp / "events.csv").write_text("ts,key\n0,1\nx,2\ny,3\n")
     good = str(BASE)
     from controller.scenario import load_scenario
@@ -301,6 +303,7 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "no rows",
         ),
+        ("status not ours", ["status", "--state-dir", str(tmp / "st")], 2, "not a trimtab status"),
         (
             "decisions not a db",
             ["decisions", "--decision-log", str(tmp / "notdb.sqlite")],
@@ -407,3 +410,10 @@ def test_bad_input_sweep(tmp_path: Path, busy_port: int) -> None:
         if problems:
             failures.append(f"{name}: " + "; ".join(problems))
     assert not failures, "\n".join(failures)
+
+
+def test_an_environment_variable_is_blamed_not_the_file(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("TRIMTAB_METRICS__PORT", "abc")
+    r = CliRunner().invoke(app, ["validate", str(ROOT / "examples" / "controller.yaml")])
+    assert r.exit_code == 2
+    assert r.stderr.startswith("error: environment TRIMTAB_METRICS__PORT: metrics.port")
