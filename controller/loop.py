@@ -91,16 +91,18 @@ class ControlLoop:
             self.plan = decision.plan
             applied = True
         self.round += 1
-        version = decision.plan.version if decision.plan is not None else self.plan.version
+        details = _jsonable(decision.details)
+        if decision.plan is not None and not applied:  # dry run: recommended, not in effect
+            details = {**details, "recommended_plan_version": decision.plan.version}
         self.records.append(
             DecisionRecord(
                 round=self.round,
                 time_s=obs.time_s,
                 kind=str(decision.kind),
                 reason=decision.reason,
-                plan_version=version,
+                plan_version=self.plan.version,  # the plan in effect after the round
                 applied=applied,
-                details=_jsonable(decision.details),
+                details=details,
                 duration_s=time.perf_counter() - t0,
             )
         )

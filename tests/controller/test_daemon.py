@@ -68,6 +68,9 @@ def test_dry_run_applies_nothing(tmp_path: Path) -> None:
     assert not any(r["applied"] for r in rows)
     assert any(r["kind"].startswith("place") for r in rows)  # recommended, not applied
     assert d.loop.plan.version == 0
+    # the log says which plan is in effect (0) and what was recommended
+    assert all(r["plan_version"] == 0 for r in rows)
+    assert any(r["details"].get("recommended_plan_version") == 1 for r in rows)
 
 
 def test_restart_resumes_at_the_logged_plan_version(tmp_path: Path) -> None:
