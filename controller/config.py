@@ -195,7 +195,8 @@ def _creatable(path: Path) -> str | None:
 
 def path_problems(settings: Settings) -> list[str]:
     """The settings' files and directories that cannot be created or written, and a
-    simulated substrate's scenario that does not exist, one line each."""
+    simulated substrate's scenario that does not exist, one line each. (An external
+    pipeline's workdir may appear after the daemon starts: it waits for it.)"""
     out = []
     for field, value in (
         ("decision_log", settings.decision_log),
@@ -207,8 +208,6 @@ def path_problems(settings: Settings) -> list[str]:
     sub = settings.substrate
     if sub.kind == "sim" and not Path(sub.scenario).is_file():
         out.append(f"substrate.scenario: file not found: {sub.scenario}")
-    if sub.kind == "spark-external" and sub.workdir and not Path(sub.workdir).is_dir():
-        out.append(f"substrate.workdir: not a directory: {sub.workdir}")
     return out
 
 

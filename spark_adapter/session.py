@@ -32,6 +32,12 @@ TEST_CONF: dict[str, str] = {
     "spark.shuffle.io.retryWait": "200ms",
     "spark.shuffle.io.maxRetries": "2",
     "spark.locality.wait": "0s",
+    # a bounded UI store: a long-running driver (and a test session that ran hundreds of
+    # batches) keeps its REST API fast and its memory flat
+    "spark.ui.retainedJobs": "200",
+    "spark.ui.retainedStages": "200",
+    "spark.ui.retainedTasks": "2000",
+    "spark.sql.ui.retainedExecutions": "50",
 }
 
 

@@ -193,7 +193,8 @@ def test_spark_listens_on_loopback_only(spark) -> None:  # type: ignore[no-untyp
 def test_rest_poller_and_listener(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from spark_adapter.metrics import ProgressListener, RestPoller
 
-    poller = RestPoller(spark.sparkContext.uiWebUrl, spark.sparkContext.applicationId)
+    # the shared session has run hundreds of batches by now: give its UI time to answer
+    poller = RestPoller(spark.sparkContext.uiWebUrl, spark.sparkContext.applicationId, 10.0)
     execs = poller.executors()
     assert any(e["id"] == "driver" for e in execs)
     poller.new_tasks()  # skip history
