@@ -3,7 +3,8 @@
 Cold keys follow the placement (key group -> partition). Hot keys are routed by the named
 partitioner itself: a live ``partitioners.micro_batch.MicroBatchRouter`` keeps the
 partitioner's state across rounds, routes a sample of the latest batch's keys with its own
-rule, and its split keys become the next batch's quotas. The partitions' measured rows and
+rule, and its assignment of the hot keys (split, or whole on a partition other than the
+table's) becomes the next batch's quotas. The partitions' measured rows and
 busy seconds are its feedback (speeds for CAPA, E-CAPA and Consistent Grouping). A new routing
 is published only when the hot set or a quota changed by more than ``min_change`` (hysteresis
 against flapping quotas); the plan carries the partitioner's state, so a controller restarted
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from core.cluster import alive_mask
+from core.hashing import stable_mod
 from core.observation import Observation
 from core.plans import Placement, RoutingConfig, key_group_table
 from partitioners.micro_batch import MicroBatchRouter, Quotas
@@ -70,6 +72,7 @@ class RoutingPolicy:
         if kc.size:
             hot = self.router.step(kc[:, 0].astype(np.int64), kc[:, 1].astype(float), batch)
             hot = _on_live(hot, alive_mask(obs.node_status[: self.n]))
+            hot = _off_table(hot, table, self.groups)
         new = RoutingConfig(
             partitioner=self.name,
             num_partitions=self.n,
@@ -95,6 +98,19 @@ class RoutingPolicy:
             if set(da) != set(db) or any(abs(da[p] - db[p]) > self.min_change for p in da):
                 return False
         return True
+
+
+def _off_table(hot: Quotas, table: tuple[int, ...], groups: int) -> Quotas:
+    """Without the whole keys the partitioner put where the key-group table puts them."""
+    if not hot:
+        return hot
+    keys = np.fromiter(hot, dtype=np.int64, count=len(hot))
+    home = np.asarray(table, dtype=np.int64)[stable_mod(keys, groups)]
+    return {
+        int(k): q
+        for k, q, h in zip(keys, hot.values(), home, strict=True)
+        if not (len(q) == 1 and q[0][0] == h)
+    }
 
 
 def _on_live(hot: Quotas, up: np.ndarray) -> Quotas:

@@ -288,17 +288,19 @@ def _summary(
 
 def _routing_per_batch(timed: list[Any], pipe: Any) -> list[dict[str, Any]]:
     """Per timed batch, the routing it was pinned to: the partitioner that made it, its split
-    keys, their fragmentation (distinct partitions per split key) and a digest of the routing."""
+    keys, its hot keys moved whole off their key group's partition, the split keys'
+    fragmentation (distinct partitions per split key) and a digest of the routing."""
     out = []
     for s in timed:
         r = pipe.plans.load(s.plan_version).routing
-        fan = [len(q) for q in r.hot.values()]
+        fan = [len(q) for q in r.hot.values() if len(q) > 1]
         out.append(
             {
                 "batch": s.batch_id,
                 "plan_version": s.plan_version,
                 "partitioner": r.partitioner,
-                "split_keys": len(r.hot),
+                "split_keys": len(fan),
+                "keys_moved_whole": len(r.hot) - len(fan),
                 "fragmentation": float(np.mean(fan)) if fan else 1.0,
                 "routing_digest": r.digest(),
             }

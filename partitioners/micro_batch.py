@@ -13,11 +13,13 @@ Dalton's Q-tables and hot statistics, Prompt's batch plan. Each round (``step``)
    (seed, batch). [Project choice: the engine's statistics hold counts per key, not the
    arrival order.]
 2. **Route.** The partitioner routes the sample with its own kernel and state.
-3. **Quotas.** Keys it sent to more than one worker, with a share of at least ``min_share``
-   (default ``1 / (20 n)``), hottest first and at most ``max_keys``, get quotas: the fraction
-   of their sample tuples per worker (fractions under 1% folded into the others). Every other
-   key stays whole on the key-group table, which placement decides. [Project choice: a split
-   cold key costs a merge per window for a negligible gain in balance.]
+3. **Quotas.** The keys with a share of at least ``min_share`` (default ``1 / (20 n)``),
+   hottest first and at most ``max_keys``, are routed as the partitioner assigned them: a key
+   it split gets the fraction of its sample tuples per worker (fractions under 1% folded into
+   the others), a key it kept whole gets its one worker (the caller drops those that agree
+   with the key-group table). Every other key follows the key-group table, which placement
+   decides. [Project choice: a cold key's routing is placement's, and splitting it would cost
+   a merge per window for a negligible gain in balance.]
 4. **Feedback.** Measured rows per partition are the loads; measured speeds (rows per busy
    second, smoothed over batches by ``NodeSpeeds``) the capacities; busy seconds per row the
    latencies (E-CAPA's probe on an engine is this measurement).
@@ -85,14 +87,15 @@ def quotas_from_routing(
     max_keys: int,
     min_fraction: float = 0.01,
 ) -> Quotas:
-    """Quotas for the keys routed to more than one worker (share >= ``min_share``).
+    """The partitioner's assignment of the keys with a share >= ``min_share``, hottest first:
+    a split key's fractions per worker, a whole key's one worker.
 
     Examples
     --------
     >>> k = np.array([1, 1, 1, 1, 2, 2, 3])
     >>> w = np.array([0, 1, 1, 1, 0, 0, 1])
-    >>> quotas_from_routing(k, w, 2, 0.1, 8)
-    {1: ((0, 0.25), (1, 0.75))}
+    >>> quotas_from_routing(k, w, 2, 0.2, 8)
+    {1: ((0, 0.25), (1, 0.75)), 2: ((0, 1.0),)}
     """
     if sample.size == 0:
         return {}
@@ -100,8 +103,7 @@ def quotas_from_routing(
     per = np.zeros((uk.size, n))
     np.add.at(per, (inv, workers), 1.0)
     tot = per.sum(axis=1)
-    split = ((per > 0).sum(axis=1) > 1) & (tot / sample.size >= min_share)
-    idx = np.flatnonzero(split)
+    idx = np.flatnonzero(tot / sample.size >= min_share)
     idx = idx[np.argsort(-tot[idx], kind="stable")][:max_keys]
     out: Quotas = {}
     for i in idx:
@@ -109,8 +111,7 @@ def quotas_from_routing(
         f = np.where(f >= min_fraction, f, 0.0)
         f /= f.sum()
         pids = np.flatnonzero(f)
-        if pids.size > 1:
-            out[int(uk[i])] = tuple((int(p), float(f[p])) for p in pids)
+        out[int(uk[i])] = tuple((int(p), float(f[p])) for p in pids)
     return out
 
 
