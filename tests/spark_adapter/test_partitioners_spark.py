@@ -54,11 +54,13 @@ def test_each_partitioner_exact_and_distinct(runs) -> None:  # type: ignore[no-u
 
 
 def test_split_keys_follow_the_partitioner(runs) -> None:  # type: ignore[no-untyped-def]
-    """W-Choices spreads a head key over every partition; PKG over at most its two choices."""
+    """W-Choices spreads its head keys over every partition; hash splits nothing."""
     w = runs["wchoices"][0].summary["routing_per_batch"][-1]
     assert w["split_keys"] >= 1 and w["fragmentation"] == 2.0
-    for b in runs["pkg"][0].summary["routing_per_batch"]:
-        assert b["fragmentation"] <= 2.0
+    assert all(
+        b["split_keys"] == 0 and b["keys_moved_whole"] == 0
+        for b in runs["hash"][0].summary["routing_per_batch"]
+    )
 
 
 def test_restored_state_routes_identically(runs) -> None:  # type: ignore[no-untyped-def]
