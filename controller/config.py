@@ -230,6 +230,7 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     """Settings from the YAML file (if any), the environment and ``overrides``."""
     global _YAML_PATH
     src = "settings"
+    raw: Any = None
     if path is not None:
         p = Path(path)
         src = str(p)
@@ -243,7 +244,8 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
             raise ConfigError(src, ["(root): expected a mapping of settings"])
     try:
         _YAML_PATH = Path(path) if path is not None else None
-        return Settings(**overrides)
+        settings = Settings(**overrides)
+        return settings if path is None else _relative_to_file(settings, Path(path), raw, overrides)
     except ValidationError as e:
         problems = format_validation_error(e)
         env = [_env_name(q) for q in problems if _env_name(q) in os.environ]
@@ -252,6 +254,41 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
         raise ConfigError(src, problems) from None
     finally:
         _YAML_PATH = None
+
+
+PATH_FIELDS = ("substrate.scenario", "substrate.workdir", "decision_log", "state_dir")
+
+
+def _relative_to_file(
+    settings: Settings, path: Path, raw: dict[str, Any] | None, overrides: dict[str, Any]
+) -> Settings:
+    """Relative paths the file sets resolve against the file's directory (as a scenario's
+    trace paths resolve against the scenario); those from the environment or the command
+    line resolve against the current directory, as a shell user expects."""
+    changes: dict[str, Any] = {}
+    for field in PATH_FIELDS:
+        parts = field.split(".")
+        in_file: Any = raw or {}
+        for part in parts:
+            in_file = in_file.get(part) if isinstance(in_file, dict) else None
+        given: Any = overrides
+        for part in parts:
+            given = given.get(part) if isinstance(given, dict) else None
+        if (
+            not isinstance(in_file, str)
+            or given is not None
+            or _env_name(field) in os.environ
+            or Path(in_file).is_absolute()
+        ):
+            continue
+        changes[field] = str(path.parent / in_file)
+    if not changes:
+        return settings
+    sub = {k.split(".")[1]: v for k, v in changes.items() if k.startswith("substrate.")}
+    top = {k: v for k, v in changes.items() if "." not in k}
+    if sub:
+        top["substrate"] = settings.substrate.model_copy(update=sub)
+    return settings.model_copy(update=top)
 
 
 def _env_name(problem: str) -> str:

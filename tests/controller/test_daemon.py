@@ -590,3 +590,30 @@ def test_report_loads_in_a_headless_browser(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr[-500:]
     assert r.stdout.count("<img") == 7 and "data:image/png;base64" in r.stdout
     assert "Uncaught" not in r.stderr and "ERROR:CONSOLE" not in r.stderr
+
+
+def test_config_paths_resolve_against_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Relative paths in a config resolve against its directory (from any working directory);
+    the same paths from the environment or the command line resolve against the current one."""
+    import shutil
+
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    shutil.copy(SCENARIOS / "seed-shedding-2node.yaml", conf_dir / "s.yaml")
+    cfg = conf_dir / "c.yaml"
+    cfg.write_text(
+        "substrate: {kind: sim, scenario: s.yaml}\ndecision_log: state/d.sqlite\nstate_dir: state\n"
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    s = load_settings(cfg)
+    assert Path(s.substrate.scenario).resolve() == (conf_dir / "s.yaml").resolve()
+    assert Path(s.state_dir).resolve() == (conf_dir / "state").resolve()
+    assert load_settings(cfg, decision_log="mine.sqlite").decision_log == "mine.sqlite"
+    monkeypatch.setenv("TRIMTAB_STATE_DIR", "from-env")
+    assert load_settings(cfg).state_dir == "from-env"
+    r = subprocess.run([EXE, "validate", str(cfg)], capture_output=True, text=True, cwd=elsewhere)
+    assert r.returncode == 0, r.stderr
