@@ -179,20 +179,27 @@ def validate(
     Example: trimtab validate examples/controller.yaml scenarios/*.yaml; trimtab validate
     --scenario scenarios/zipf-hotkey-shift.yaml w/plans/v000003.json
     """
-    from controller.config import ConfigError
+    from controller.config import ConfigError, load_settings, port_problem
     from controller.validation import validate_file
     from core.scenario import ScenarioError
 
-    bad = 0
+    bad = env = 0
     for f in files:
         try:
-            print(f"ok: {f} ({validate_file(f, scenario)})")
+            kind = validate_file(f, scenario)
         except (ScenarioError, ConfigError) as e:
             bad += 1
             src = e.path if isinstance(e, ScenarioError) else e.source
             print(f"error: {src}: " + "; ".join(e.problems), file=sys.stderr)
-    if bad:
-        raise typer.Exit(2)
+            continue
+        taken = port_problem(load_settings(f)) if kind == "config" else None
+        if taken:  # valid, but `run` could not start here now
+            env += 1
+            print(f"error: {f}: {taken}", file=sys.stderr)
+            continue
+        print(f"ok: {f} ({kind})")
+    if bad or env:
+        raise typer.Exit(2 if bad else 3)
 
 
 @app.command("report")

@@ -228,6 +228,12 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             "decision_log",
         ),
         (
+            "validate: port in use",
+            ["validate", cf("c8", lambda d: d["metrics"].__setitem__("port", port))],
+            3,
+            "metrics.port",
+        ),
+        (
             "config port in use",
             ["run", "--config", cf("c6", lambda d: d["metrics"].__setitem__("port", port))],
             3,
