@@ -143,15 +143,22 @@ def _replay_spark_cli(run: Any, show_progress: bool, sc: ScenarioFile, **kw: Any
         BarColumn,
         MofNCompleteColumn,
         Progress,
+        ProgressColumn,
         TextColumn,
         TimeRemainingColumn,
     )
+    from rich.text import Text
+
+    class Rate(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            return Text(f"{task.speed:.2f} batches/s" if task.speed else "-- batches/s")
 
     cols = (
         TextColumn(f"spark replay {sc.name}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("batches"),
+        Rate(),
         TimeRemainingColumn(),
     )
     with Progress(*cols, console=err, transient=True) as bar:

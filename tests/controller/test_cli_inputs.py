@@ -79,3 +79,30 @@ def test_every_scenario_input_is_checked_before_anything_runs(tmp_path: Path) ->
             assert r.returncode == 2, (key, value, r.stderr)
             assert message in r.stderr and "Traceback" not in r.stderr, r.stderr
             assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_spark_replay_progress_bar_counts_batches(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """On a terminal a Spark replay shows batches done of total, a rate and the time left."""
+    import io
+
+    from rich.console import Console
+
+    import controller.cli.replays as rp
+    from controller.scenario import load_scenario
+
+    buf = io.StringIO()
+    monkeypatch.setattr(rp, "err", Console(file=buf, force_terminal=True, width=120))
+    monkeypatch.setattr(rp, "progress", lambda enabled: object())
+    seen = []
+
+    def fake_run(sc, progress=None, **kw):  # type: ignore[no-untyped-def]
+        for i in range(4):
+            progress(i + 1, 4)
+            seen.append(i + 1)
+        return "result"
+
+    sc = load_scenario(SCENARIOS / "zipf-moderate.yaml")
+    assert rp._replay_spark_cli(fake_run, True, sc) == "result"
+    assert seen == [1, 2, 3, 4]
+    out = buf.getvalue()
+    assert "4/4" in out and "batches/s" in out
