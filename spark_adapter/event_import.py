@@ -8,7 +8,8 @@ generator's; a tick without events has no segment (the next batch simply comes l
 stably to ``[0, 2^53)`` (pandas' fixed-key SipHash, the same in every process). A row whose
 time or value is not a finite number, or whose key is missing or out of range, is bad: bad
 rows are counted and reported with the first one's file, row and reason; above
-``max_bad_fraction`` nothing is written. No pyspark import.
+``max_bad_fraction`` nothing is written. The log is closed after the import (the stream has
+ended), so a pipeline driver closes every window at its end. No pyspark import.
 """
 
 from __future__ import annotations
@@ -207,6 +208,7 @@ def import_events(
         )
     good = pd.DataFrame({"ts": ev.ts, "key": ev.keys, "v": ev.values})
     t, segments = _write_segments(log, good, stream, speedup, tick_s)
+    log.close()  # the imported stream is complete: a driver closes every window at its end
     return ImportReport(
         rows_read=ev.rows_read,
         rows_written=len(good),

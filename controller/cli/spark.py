@@ -18,6 +18,8 @@ from controller.cli.common import (
     print_json,
     writable_dir,
 )
+from controller.scenario import ScenarioFile
+from core.plans import Placement, Plan, RoutingConfig, key_group_units
 
 pipeline_app = typer.Typer(
     help="Run a pipeline driver outside a replay (primary or warm standby).", no_args_is_help=True
@@ -40,6 +42,13 @@ def pipeline_run(
         int | None, typer.Option(help="fault injection: die after writing this batch's output")
     ] = None,
     result: Annotated[Path | None, typer.Option(help="write a JSON result here")] = None,
+    default_plan: Annotated[
+        bool,
+        typer.Option(
+            help="no controller: when WORKDIR/plans holds no plan, publish one placing key group"
+            " g on partition g mod P (what hash routing does)"
+        ),
+    ] = False,
     mtbf_s: Annotated[
         float | None,
         typer.Option(
@@ -61,9 +70,18 @@ def pipeline_run(
 
     Example: trimtab pipeline run scenarios/seed-groupby-window.yaml --workdir w --role standby
     """
+    from spark_adapter.actuator import PlanStore
     from spark_adapter.standby import run_driver
 
     sc = load(scenario)
+    plans = PlanStore(workdir / "plans")
+    if role == "primary" and trigger_s is None and plans.current_version() is None:
+        if not default_plan:
+            fail(
+                f"--workdir: no plan in {workdir / 'plans'}: start the controller first "
+                "(trimtab run, substrate.kind: spark-external) or pass --default-plan"
+            )
+        plans.publish(_hash_plan(sc, partitions))
     try:
         out = run_driver(
             workdir,
@@ -126,6 +144,22 @@ def input_generate(
         log.close()
     written = log.next_index() - start  # the pipeline may have trimmed some already
     print_json({"rows": rows, "segments": written, "first": start, "closed": log.closed})
+
+
+def _hash_plan(sc: ScenarioFile, partitions: int) -> Plan:
+    """Plan 0 without a controller: key group g of the keyed stage on partition g mod P."""
+    from spark_adapter.query import compile_query
+
+    q = compile_query(sc)
+    return Plan(
+        placement=Placement(
+            units=key_group_units(q.op_id, q.key_groups),
+            nodes=tuple(f"p{i}" for i in range(partitions)),
+            assignment=tuple(g % partitions for g in range(q.key_groups)),
+        ),
+        routing=RoutingConfig(num_partitions=partitions),
+        reason="no controller: key groups spread round-robin over the partitions",
+    )
 
 
 @input_app.command("import")
