@@ -27,6 +27,15 @@ pipeline_app = typer.Typer(
 app.add_typer(pipeline_app, name="pipeline")
 
 
+DefaultPlanOpt = Annotated[
+    bool,
+    typer.Option(
+        help="no controller: when WORKDIR/plans holds no plan, publish one placing key group"
+        " g on partition g mod P (what hash routing does)"
+    ),
+]
+
+
 @pipeline_app.command("run")
 def pipeline_run(
     scenario: Annotated[Path, typer.Argument(help="scenario file (YAML)")],
@@ -42,13 +51,7 @@ def pipeline_run(
         int | None, typer.Option(help="fault injection: die after writing this batch's output")
     ] = None,
     result: Annotated[Path | None, typer.Option(help="write a JSON result here")] = None,
-    default_plan: Annotated[
-        bool,
-        typer.Option(
-            help="no controller: when WORKDIR/plans holds no plan, publish one placing key group"
-            " g on partition g mod P (what hash routing does)"
-        ),
-    ] = False,
+    default_plan: DefaultPlanOpt = False,
     mtbf_s: Annotated[
         float | None,
         typer.Option(
@@ -70,18 +73,11 @@ def pipeline_run(
 
     Example: trimtab pipeline run scenarios/seed-groupby-window.yaml --workdir w --role standby
     """
-    from spark_adapter.actuator import PlanStore
     from spark_adapter.standby import run_driver
 
     sc = load(scenario)
-    plans = PlanStore(workdir / "plans")
-    if role == "primary" and trigger_s is None and plans.current_version() is None:
-        if not default_plan:
-            fail(
-                f"--workdir: no plan in {workdir / 'plans'}: start the controller first "
-                "(trimtab run, substrate.kind: spark-external) or pass --default-plan"
-            )
-        plans.publish(_hash_plan(sc, partitions))
+    if role == "primary" and trigger_s is None:
+        _ensure_plan(sc, workdir, partitions, default_plan)
     try:
         out = run_driver(
             workdir,
@@ -144,6 +140,21 @@ def input_generate(
         log.close()
     written = log.next_index() - start  # the pipeline may have trimmed some already
     print_json({"rows": rows, "segments": written, "first": start, "closed": log.closed})
+
+
+def _ensure_plan(sc: ScenarioFile, workdir: Path, partitions: int, default_plan: bool) -> None:
+    """A batch run needs a plan: the controller's, or with ``--default-plan`` plan 0."""
+    from spark_adapter.actuator import PlanStore
+
+    plans = PlanStore(workdir / "plans")
+    if plans.current_version() is not None:
+        return
+    if not default_plan:
+        fail(
+            f"--workdir: no plan in {workdir / 'plans'}: start the controller first "
+            "(trimtab run, substrate.kind: spark-external) or pass --default-plan"
+        )
+    plans.publish(_hash_plan(sc, partitions))
 
 
 def _hash_plan(sc: ScenarioFile, partitions: int) -> Plan:
