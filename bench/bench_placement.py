@@ -16,7 +16,7 @@ from controller.compare import compare, place
 from controller.scenario import load_scenario
 from controller.wiring import make_context
 from core import loadstats
-from placement import baselines, correlation
+from placement import baselines, correlation, correlation_global
 from placement.feasible import feasible_set_ratio
 from placement.rod import rod
 from placement.rod_search import improve_feasible_set
@@ -37,7 +37,7 @@ def exhaustive_ratio(trials: int = 40) -> tuple[float, float, float]:
         t = np.arange(10)
         ph = rng.uniform(0, 2 * np.pi, m)
         x = rng.uniform(0.05, 0.3, (m, 1)) * (1 + 0.8 * np.sin(2 * np.pi * t / 10 + ph[:, None]))
-        a = correlation.initial_placement(x, np.ones(n))
+        a = correlation_global.initial_placement(x, np.ones(n))
         v = loadstats.variances(loadstats.node_series(x, a, n)).mean()
         plans = np.array(list(itertools.product(range(n), repeat=m)))
         series = np.stack([loadstats.node_series(x, c, n) for c in plans])  # (P, n, k)

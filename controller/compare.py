@@ -14,7 +14,7 @@ from controller.shedding import shed_model, solve
 from controller.wiring import make_context, make_policy
 from core import loadstats
 from core.workload import rates
-from placement import baselines, correlation
+from placement import baselines, correlation_global
 from placement.feasible import feasible_set_ratio, min_plane_distance
 
 __all__ = ["compare", "compare_ha", "mean_adaptation", "place", "shed_at"]
@@ -124,7 +124,7 @@ def place(
     for name in algorithms:
         method = PLACEMENTS.get(name) if name != "correlation" else None
         if name == "correlation" or isinstance(method and method({}), Correlation):
-            a = correlation.initial_placement(_model_series(scenario), cap)
+            a = correlation_global.initial_placement(_model_series(scenario), cap)
         elif method is not None:
             a = method({}).initial(ctx, None)
         else:

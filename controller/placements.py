@@ -16,7 +16,7 @@ import numpy as np
 from controller.policy import Array, Context, IntArray, PlacementMethod, RebalanceResult
 from controller.stale_trigger import StaleTrigger
 from core import loadstats
-from placement import baselines, correlation
+from placement import baselines, correlation, correlation_global
 from placement.rod import rod
 from placement.rod_search import improve_feasible_set
 
@@ -156,7 +156,7 @@ class Correlation(_Base):
     def initial(self, ctx: Context, unit_x: Array | None) -> IntArray:
         if unit_x is None or unit_x.shape[1] < self.p.min_samples:
             return LeastLoaded().initial(ctx, unit_x)
-        return correlation.initial_placement(unit_x, ctx.cluster.capacities(), self.p)
+        return correlation_global.initial_placement(unit_x, ctx.cluster.capacities(), self.p)
 
     def rebalance(
         self, ctx: Context, unit_x: Array, assign: IntArray, alive: np.ndarray
@@ -164,12 +164,12 @@ class Correlation(_Base):
         cap = ctx.cluster.capacities()
         if not self.global_done and unit_x.shape[1] >= ctx.settings.window_k and alive.all():
             self.global_done = True
-            self.target = correlation.initial_placement(unit_x, cap, self.p)
+            self.target = correlation_global.initial_placement(unit_x, cap, self.p)
             self.target_why = "global correlation placement after warm-up"
         elif self.global_done and self.target is None and alive.all():
             why = self.trigger.observe(_summary(unit_x, assign, cap.size))
             if why is not None:
-                self.target = correlation.initial_placement(unit_x, cap, self.p)
+                self.target = correlation_global.initial_placement(unit_x, cap, self.p)
                 self.target_why = f"stale placement ({why}): global step again"
         if self.target is not None and alive.all():
             return self._toward_target(ctx, unit_x, assign)

@@ -1,67 +1,118 @@
-"""The global greedy's state for correlation placement (``placement.correlation``).
+"""The global greedy of correlation placement (``placement.correlation``), restated for scale.
 
-Xing, Zdonik, Hwang, ICDE 2005: the least-loaded node repeatedly takes the operator least
-correlated with it relative to the other nodes. Only the chosen node's column of the
-unit-node correlations changes when it takes a unit, so each step recomputes that one column
-(the formula of ``core.loadstats.cross_correlation``) and keeps the row sums of the others:
-a step costs O(units x samples), not O(units x nodes x samples).
+Xing, Zdonik, Hwang, ICDE 2005: the least-loaded node ``N*`` repeatedly takes the operator
+with the largest ``score_G(o, N*) = (1/n) sum_j rho(o, N_j) - rho(o, N*)``.
+
+With ``u_o`` the centred series of o scaled to unit length (0 when o's variance is zero) and
+``v_j`` the same for node j, ``rho(o, N_j) = u_o . v_j``, so the score is one inner product,
+``u_o . (S / n - v_*)`` with ``S = sum_j v_j``: a step costs O(units x samples), and a node
+taking a unit changes only its own ``v_j`` and ``S``.
+
+Units are kept in the spec's tie order (heaviest first, then lowest index), so the first
+unit of the best quantised score is the spec's choice.
+
+**Blocks** (trimtab extension, for scale): while many units remain, the least-loaded node
+takes the ``b`` best units of one scoring, ``b = live // (n * block)`` (``block`` blocks per
+node's share), while more than ``BLOCK_MIN`` units remain. Below that ``b`` is 1 and the
+greedy is the spec's; at 100 nodes x 10,000 units blocks cut the steps about fivefold
+(``bench.bench_adaptive`` reports the quality against the exact greedy).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from numpy.typing import NDArray
 
 from core import loadstats
 
-__all__ = ["GreedyState"]
+__all__ = ["greedy_assign"]
 
 Array = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+BLOCK_MIN = 128  # blocks only while more units than this remain
 
 
-class GreedyState:
-    """Node series, candidates and the unit-node correlation sums, updated per assignment."""
+def _unit_rows(x: Array) -> Array:
+    """Centred rows scaled to unit length (0 for zero variance)."""
+    xc = x - x.mean(axis=1, keepdims=True)
+    var = (xc * xc).mean(axis=1)
+    out = np.zeros_like(xc)
+    ok = var >= loadstats.ZERO_VAR
+    out[ok] = xc[ok] / np.sqrt(var[ok] * x.shape[1])[:, None]
+    return out
 
-    def __init__(self, x: Array, cap: Array, candidates: NDArray[np.bool_]) -> None:
-        self.x, self.cap = x, cap
-        self.xc = x - x.mean(axis=1, keepdims=True)
-        self.var = loadstats.variances(x)
-        self.node_x = np.zeros((cap.size, x.shape[1]))
-        self.live = candidates.copy()  # units still to place by score
-        self.rho_sum = np.zeros(x.shape[0])  # sum over nodes of rho(unit, node)
-        small = x.shape[0] * cap.size <= 4_000_000
-        self.cols = np.zeros((x.shape[0], cap.size)) if small else None  # kept when it fits
+
+class _Nodes:
+    """Node series, their mean loads and unit directions."""
+
+    def __init__(self, cap: Array, k: int) -> None:
+        self.cap = cap
+        self.x = np.zeros((cap.size, k))
+        self.load = np.zeros(cap.size)  # mean load per capacity
+        self.v = np.zeros((cap.size, k))
+        self.s = np.zeros(k)
 
     def least_loaded(self) -> int:
-        """The node with the smallest mean load per capacity (ties: lowest index)."""
-        return int(np.argmin(self.node_x.mean(axis=1) / self.cap))
+        """Lowest index among the least loaded (loads within 1e-9 count as tied)."""
+        return int(np.argmax(self.load <= self.load.min() + 1e-9))
 
-    def rho_col(self, j: int) -> Array:
-        """rho(unit, node j) for every unit (0 for zero variance)."""
-        if self.cols is not None:
-            return self.cols[:, j]
-        return self._rho(j)
+    def take(self, j: int, add: Array, mean: float) -> None:
+        row = self.x[j]
+        row += add
+        self.load[j] += mean / self.cap[j]
+        nc = row - row.sum() / row.size
+        ss = float(nc @ nc)  # k * variance
+        new = nc / math.sqrt(ss) if ss >= loadstats.ZERO_VAR * row.size else 0.0 * nc
+        self.s += new - self.v[j]
+        self.v[j] = new
 
-    def _rho(self, j: int) -> Array:
-        nj = self.node_x[j]
-        nc = nj - nj.mean()
-        vj = float((nc * nc).mean())
-        if vj < loadstats.ZERO_VAR:
-            return np.zeros(self.x.shape[0])
-        cov = self.xc @ nc / self.x.shape[1]
-        out = np.zeros(self.x.shape[0])
-        ok = self.var >= loadstats.ZERO_VAR
-        np.divide(cov, np.sqrt(self.var * vj), out=out, where=ok)
-        return np.clip(out, -1.0, 1.0)
 
-    def add(self, u: int, j: int, light: bool = False) -> None:
-        """Node j takes unit u."""
-        old = self.rho_col(j)
-        self.node_x[j] += self.x[u]
-        self.live[u] = False
-        if light:
-            return
-        new = self._rho(j)
-        self.rho_sum += new - old
-        if self.cols is not None:
-            self.cols[:, j] = new
+def _best(q: Array, b: int) -> IntArray:
+    """The first ``b`` rows (in row order) of the highest quantised scores."""
+    top = q.max()
+    picked = np.flatnonzero(q == top)[:b]
+    while picked.size < b:  # the next bin down fills the rest
+        top = q[q < top].max()
+        picked = np.concatenate([picked, np.flatnonzero(q == top)[: b - picked.size]])
+    return picked
+
+
+def greedy_assign(x: Array, cap: Array, scored: NDArray[np.bool_], block: int = 4) -> IntArray:
+    """Node (index into ``cap``) of each row of ``x``; rows not ``scored`` go last, each to
+    the least-loaded node. ``block`` 0 places one unit per scoring (the spec's greedy)."""
+    m, k = x.shape
+    n = cap.size
+    mean = x.mean(axis=1)
+    out = np.full(m, -1, dtype=np.int64)
+    nodes = _Nodes(cap.astype(float), k)
+    order = np.lexsort((np.arange(m), -mean))  # spec tie order: heaviest, then lowest index
+    order = order[scored[order]]
+    u, ids, pen = _unit_rows(x[order]), order, np.zeros(order.size)  # pen: -inf once placed
+    left = order.size
+    while left:
+        if pen.size > 64 and left < pen.size // 2:  # compact: drop the placed rows
+            keep = pen == 0
+            u, ids, pen = u[keep], ids[keep], pen[keep]
+        j = nodes.least_loaded()
+        q = np.floor((u @ (nodes.s / n - nodes.v[j])) / 0.1 + 1e-9) + pen
+        b = max(1, left // (n * block)) if block > 0 and left > BLOCK_MIN else 1
+        if b == 1:
+            i = int(q.argmax())
+            pen[i] = -np.inf
+            left -= 1
+            out[ids[i]] = j
+            nodes.take(j, x[ids[i]], float(mean[ids[i]]))
+            continue
+        pick = _best(q, b)
+        pen[pick] = -np.inf
+        left -= pick.size
+        out[ids[pick]] = j
+        nodes.take(j, x[ids[pick]].sum(axis=0), float(mean[ids[pick]].sum()))
+    for i in np.flatnonzero(~scored):  # light operators last, to the least-loaded node
+        j = nodes.least_loaded()
+        out[i] = j
+        nodes.x[j] += x[i]
+        nodes.load[j] += mean[i] / nodes.cap[j]
+    return out

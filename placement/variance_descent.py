@@ -15,6 +15,11 @@ pass finishes the job on the paper's own objective:
 Every candidate is scored in closed form from centred series: with ``G = Xc Nc^T`` and
 ``Xc Xc^T``, a move or swap changes two nodes' squared norms by a few dot products, so one step
 costs ``O(m n k)`` for moves and ``O(m^2)`` for swaps (skipped above ``swap_max_units``).
+
+Above ``swap_max_units`` a step applies many moves at once (for scale): each unit's best
+destination is scored, and the best moves whose nodes are all distinct are applied together
+(their variance changes add exactly, as each touches its own two nodes), as long as the
+spread of the node means stays within the limit; otherwise only the best move is applied.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ __all__ = ["reduce_variance"]
 Array = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 TOL = 1e-9
+LARGE = 4_000_000  # unit-node pairs above which a batched step scores a subset of units
 
 
 def _excluding(mu: Array, a: IntArray, b: IntArray, largest: bool) -> Array:
@@ -77,14 +83,19 @@ def reduce_variance(
         np.add.at(nc, assign, xc)
         mu = np.bincount(assign, xbar, n) / cap
         limit = max(float(mu.max() - mu.min()), spread_threshold - TOL) + 1e-12
+        node_var = d.w * (nc * nc).sum(axis=1)
+        floor = -1e-9 * max(float(node_var.sum()), 1e-12)
+        if xx is None:
+            sub = _sources(assign, node_var, m)
+            if not d.apply_batch(assign, sub, xc[sub] @ nc.T, mu, limit, floor):
+                return step
+            continue
         g = xc @ nc.T  # (m, n): xc_j . Nc_i
         best = d.best_move(assign, g, mu, limit)
-        if xx is not None:
-            swap = d.best_swap(assign, g, mu, limit, xx)
-            if swap[0] < best[0]:
-                best = swap
-        scale = float((d.w * (nc * nc).sum(axis=1)).sum())
-        if not best[0] < -1e-9 * max(scale, 1e-12):
+        swap = d.best_swap(assign, g, mu, limit, xx)
+        if swap[0] < best[0]:
+            best = swap
+        if not best[0] < floor:
             return step
         _, kind, j, o = best
         if kind == "move":
@@ -92,6 +103,16 @@ def reduce_variance(
         else:
             assign[j], assign[o] = assign[o], assign[j]
     return max_steps
+
+
+def _sources(assign: IntArray, node_var: Array, m: int) -> IntArray:
+    """The units a batched step scores: all of them, or above ``LARGE`` unit-node pairs the
+    units on the eighth of the nodes with the highest variance (at least 32 nodes)."""
+    n = node_var.size
+    if m * n <= LARGE:
+        return np.arange(m)
+    top = np.argsort(-node_var, kind="stable")[: max(32, n // 8)]
+    return np.flatnonzero(np.isin(assign, top))
 
 
 class _Descent:
@@ -146,3 +167,37 @@ class _Descent:
         sgain = np.where(ok, sgain, np.inf)
         j, o = np.unravel_index(int(np.argmin(sgain)), sgain.shape)
         return float(sgain[j, o]), "swap", int(j), int(o)
+
+    def apply_batch(
+        self, assign: IntArray, sub: IntArray, g: Array, mu: Array, limit: float, floor: float
+    ) -> bool:
+        """Apply the best moves of the units ``sub`` (``g`` their rows) with pairwise distinct
+        nodes (see the module); False when none lowers the variance by more than ``-floor``."""
+        cap, w = self.cap, self.w
+        xbar, sq, src, rows = self.xbar[sub], self.sq[sub], assign[sub], np.arange(sub.size)
+        gain = (2 * g + sq[:, None]) * w[None, :]
+        gain[rows, src] = np.inf
+        dst = np.argmin(gain, axis=1)
+        total = gain[rows, dst] + (-2 * g[rows, src] + sq) * w[src]
+        mu_src, mu_dst = mu[src] - xbar / cap[src], mu[dst] + xbar / cap[dst]
+        hi = np.maximum(np.maximum(_excluding(mu, src, dst, True), mu_src), mu_dst)
+        lo = np.minimum(np.minimum(_excluding(mu, src, dst, False), mu_src), mu_dst)
+        cand = np.flatnonzero((hi - lo <= limit) & self.movable[sub] & (total < floor))
+        if cand.size == 0:
+            return False
+        cand = cand[np.argsort(total[cand], kind="stable")][: 4 * cap.size]
+        used = np.zeros(cap.size, bool)
+        chosen = []
+        for j in cand.tolist():
+            a, b = src[j], dst[j]
+            if not (used[a] or used[b]):
+                used[a] = used[b] = True
+                chosen.append(j)
+        moved = np.array(chosen)
+        trial = assign.copy()
+        trial[sub[moved]] = dst[moved]
+        new_mu = np.bincount(trial, self.xbar, cap.size) / cap
+        if new_mu.max() - new_mu.min() > limit:
+            moved = moved[:1]
+        assign[sub[moved]] = dst[moved]
+        return True

@@ -8,6 +8,7 @@ from hypothesis.extra.numpy import arrays
 
 from core import loadstats
 from placement import correlation as C
+from placement import correlation_global as G
 
 T = np.arange(10)
 X = 0.3 + 0.2 * np.sin(2 * np.pi * T / 5)
@@ -68,7 +69,7 @@ def test_one_way_moves_at_most_half_plus_one(x: np.ndarray, n: int) -> None:
 )
 def test_every_operator_placed_once_and_no_nan(x: np.ndarray, n: int) -> None:
     cap = np.ones(n)
-    a = C.initial_placement(x, cap)
+    a = G.initial_placement(x, cap)
     assert a.shape == (x.shape[0],)
     assert np.all((a >= 0) & (a < n))
     r = C.pairwise_round(x, a, cap, method="selective")
@@ -111,7 +112,7 @@ def test_correlation_balances_anticorrelated_operators() -> None:
     ops = np.stack([X, X, 0.6 - X, 0.6 - X])
     assign = np.array([0, 0, 1, 1])
     before = loadstats.variances(loadstats.node_series(ops, assign, 2)).mean()
-    a = C.initial_placement(ops, np.ones(2))
+    a = G.initial_placement(ops, np.ones(2))
     after = loadstats.variances(loadstats.node_series(ops, a, 2)).mean()
     assert after < before * 1e-6
 
@@ -119,7 +120,7 @@ def test_correlation_balances_anticorrelated_operators() -> None:
 def test_determinism() -> None:
     x = np.random.default_rng(3).random((20, 10))
     assert (
-        C.initial_placement(x, np.ones(4)).tolist() == C.initial_placement(x, np.ones(4)).tolist()
+        G.initial_placement(x, np.ones(4)).tolist() == G.initial_placement(x, np.ones(4)).tolist()
     )
 
 
