@@ -108,7 +108,7 @@ def mean_adaptation(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
 def _model_series(scenario: ScenarioFile, k: int = 10) -> np.ndarray:
     """Per-unit load series from the workload model over the first k*10 ticks, averaged to k samples."""
     ctx = make_context(scenario)
-    r = rates(scenario) / scenario.tick_s  # (T, d)
+    r = rates(scenario) / scenario.tick_s * scenario.simulator.rate_scale  # (T, d)
     x = ctx.units.coeff @ r.T  # (m, T)
     t = (x.shape[1] // k) * k
     return x[:, :t].reshape(x.shape[0], k, -1).mean(axis=2) if t else x
@@ -154,7 +154,7 @@ def shed_at(
     time ``at`` (s), at the peak total rate, or at the start. One dict per method (the plan,
     ``keep`` by location and the tick's ``time_s``)."""
 
-    r = rates(scenario) / scenario.tick_s
+    r = rates(scenario) / scenario.tick_s * scenario.simulator.rate_scale
     if at is not None:
         if not 0 <= at < scenario.duration_s:
             raise ValueError(

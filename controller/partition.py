@@ -56,8 +56,7 @@ def key_stream(
     ep = key_epochs(spec)
     out = []
     for t in range(ticks):
-        e = int(ep.epoch_at(np.array([t * scenario.tick_s]))[0])
-        out.append(sample_keys(ep.probs[e], round(per_tick[t]), rng))
+        out.append(sample_keys(ep.probs_at(t * scenario.tick_s), round(per_tick[t]), rng))
     return out, scenario.tick_s
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from controller.adaptation import adaptation
+from controller.calibration import predicted_batches
 from controller.loop import ControlLoop, DecisionRecord
 from controller.scenario import ScenarioFile
 from controller.wiring import make_policy, make_simulator, with_shedding
@@ -68,6 +69,9 @@ def replay_sim(
         plan_version=loop.plan.version,
         adaptation=adaptation(res.streams, scenario.drift_times(), scenario.controller.interval_s),
     )
+    bm = scenario.simulator.batch_model
+    if bm is not None:  # a calibrated micro-batch engine: its batches, predicted
+        summary.update(predicted_batches(res.node_load.to_numpy(), scenario.tick_s, bm))
     return ReplayResult(summary=summary, series=res, decisions=loop.records)
 
 

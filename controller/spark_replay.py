@@ -10,6 +10,7 @@ the sink is compared with the reference computed from the same input and the sam
 from __future__ import annotations
 
 import itertools
+import json
 import shutil
 import tempfile
 import time
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from controller.calibration import RUN_FILE
 from controller.loop import ControlLoop
 from controller.replay import ReplayResult, window_stats
 from controller.routing import RoutingPolicy
@@ -91,6 +93,7 @@ def replay_spark(
         rows_in = _copy_input(Path(input_dir), pipe, set(pipe.q.sides))
     _report_progress(pipe, progress)
     publish_app(spark, work, master)
+    _record_run(work, scenario, run, scale)
     try:
         summary, series = _run(pipe, sub, scenario, run, rows_in)
     finally:
@@ -101,6 +104,20 @@ def replay_spark(
             shutil.rmtree(work, ignore_errors=True)
     summary["workdir"] = str(work) if workdir is not None or keep_workdir else None
     return ReplayResult(summary=summary, series=series, decisions=loop.records)
+
+
+def _record_run(work: Path, scenario: ScenarioFile, run: SparkRun, scale: float) -> None:
+    """``run.json``: what ran, for ``trimtab calibrate`` (the scenario as data, the scale)."""
+    doc = {
+        "scenario": scenario.model_dump(mode="json"),
+        "base_dir": scenario.base_dir,
+        "scale": scale,
+        "partitions": run.partitions,
+        "placement": run.placement,
+        "partitioner": run.partitioner,
+        "master": run.master,
+    }
+    (work / RUN_FILE).write_text(json.dumps(doc, indent=1))
 
 
 def _report_progress(pipe: Any, progress: Callable[[int, int], None] | None) -> None:

@@ -1,8 +1,8 @@
 """Checking a user's file before anything runs: which kind it is, and whether it is valid.
 
 ``file_kind`` tells a plan (``placement`` and ``version``), a daemon config (any of
-``control``, ``substrate``, ``metrics``, ``decision_log``) and a scenario apart by their
-top-level keys; ``validate_file`` loads the file as that kind, raising the kind's own error
+``control``, ``substrate``, ``metrics``, ``decision_log``), a calibration overlay
+(``calibration``) and a scenario apart by their top-level keys; ``validate_file`` loads the file as that kind, raising the kind's own error
 (``ScenarioError`` or ``ConfigError``) that names the field and the problem.
 """
 
@@ -25,13 +25,17 @@ CONFIG_KEYS = frozenset({"control", "substrate", "metrics", "decision_log"})
 
 
 def file_kind(data: Any) -> str:
-    """``plan``, ``config`` or ``scenario`` from a parsed file's top-level keys.
+    """``plan``, ``config``, ``calibration`` or ``scenario`` from a parsed file's top-level keys.
 
     >>> file_kind({"version": 3, "placement": {}}), file_kind({"metrics": {}}), file_kind([])
     ('plan', 'config', 'scenario')
+    >>> file_kind({"calibration": {}, "simulator": {}})
+    'calibration'
     """
     if isinstance(data, dict) and "placement" in data and "version" in data:
         return "plan"
+    if isinstance(data, dict) and "calibration" in data:
+        return "calibration"
     if isinstance(data, dict) and CONFIG_KEYS & set(data):
         return "config"
     return "scenario"
@@ -89,6 +93,15 @@ def validate_file(path: Path, scenario: Path | None = None) -> str:
         problems = path_problems(load_settings(path))
         if problems:
             raise ConfigError(str(path), problems)
+    elif kind == "calibration":
+        from controller.calibration import apply_overlay, load_overlay
+
+        try:
+            overlay = load_overlay(path)
+            if scenario is not None:
+                apply_overlay(load_scenario(scenario), overlay)
+        except ValueError as e:
+            raise ConfigError(str(path), [str(e).removeprefix(f"{path}: ")]) from None
     else:
         load_scenario(path)
     return kind

@@ -33,7 +33,7 @@ __all__ = [
 def make_context(scenario: ScenarioFile) -> Context:
     """The controller's static context for a scenario on the simulator."""
     net = scenario.network()
-    expected = rates(scenario).mean(axis=0) / scenario.tick_s
+    expected = rates(scenario).mean(axis=0) / scenario.tick_s * scenario.simulator.rate_scale
     return Context(
         network=net,
         units=net.units(),

@@ -83,14 +83,34 @@ class HotKeyShift(BaseModel):
     rotate: int = Field(ge=1)
 
 
+class KeyWaves(BaseModel):
+    """Periodic popularity by key class: key k is in class ``pmod(xxhash64(k, 0), classes)``
+    and its probability is scaled by ``1 + depth * cos(2 pi (t / period_s + c / classes))``
+    (held for ``step_s`` at a time, then renormalised). An operator whose ``key_groups`` is a
+    multiple of ``classes`` has each key group in one class, so the groups' loads are periodic
+    and out of phase across classes (two classes: anti-phased)."""
+
+    model_config = _STRICT
+    classes: int = Field(2, ge=2, le=64)
+    period_s: float = Field(gt=0)
+    depth: float = Field(0.8, ge=0, le=1)
+    step_s: float | None = Field(None, gt=0, description="default: period_s / 8")
+
+    @property
+    def step(self) -> float:
+        return self.step_s if self.step_s is not None else self.period_s / 8
+
+
 class KeySpec(BaseModel):
-    """Key space of a stream: size and distribution (uniform, or Zipf with exponent ``s``)."""
+    """Key space of a stream: size and distribution (uniform, or Zipf with exponent ``s``),
+    hot-key shifts and periodic popularity by key class (``waves``)."""
 
     model_config = _STRICT
     space: int = Field(1000, ge=1)
     distribution: Literal["uniform", "zipf"] = "uniform"
     s: float = Field(1.0, ge=0)
     shifts: list[HotKeyShift] = Field(default_factory=list)
+    waves: KeyWaves | None = None
 
 
 class StreamSpec(BaseModel):
@@ -156,10 +176,27 @@ class FaultSpec(BaseModel):
         return self
 
 
-class SimulatorSettings(BaseModel):
-    """Simulator constants: migration cost model and HA overheads."""
+class BatchModel(BaseModel):
+    """A micro-batch engine's fixed costs (``trimtab calibrate`` fits them from a Spark run):
+    a batch whose busiest node has ``w`` CPU-seconds of work takes
+    ``batch_overhead_s + task_overhead_s + w``."""
 
     model_config = _STRICT
+    task_overhead_s: float = Field(0.0, ge=0)
+    batch_overhead_s: float = Field(0.0, ge=0)
+
+
+class SimulatorSettings(BaseModel):
+    """Simulator constants: migration cost model, HA overheads, the rate scale and the
+    micro-batch model a calibration sets."""
+
+    model_config = _STRICT
+    rate_scale: float = Field(
+        1.0, gt=0, description="run at this multiple of the streams' rates (calibration: the Spark run's scale)"
+    )
+    batch_model: BatchModel | None = Field(
+        None, description="predict micro-batch durations (set by trimtab calibrate)"
+    )
     migration_base_s: float = Field(0.5, ge=0)
     migration_s_per_mb: float = Field(0.05, ge=0)
     detection_s: float = Field(

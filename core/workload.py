@@ -120,27 +120,59 @@ def key_probabilities(spec: KeySpec, rotation: int = 0) -> Array:
 
 
 class KeyEpochs:
-    """Piecewise-constant key distributions of a stream: ``starts_s[e]`` and ``probs[e]``."""
+    """Piecewise-constant key distributions of a stream: epoch ``e`` starts at ``starts_s[e]``
+    and draws keys from ``probs[e]``. Hot-key shifts start epochs; with ``waves`` so does every
+    wave step up to ``until_s`` (``probs_at`` is right at any time, also past ``until_s``)."""
 
-    def __init__(self, starts_s: Array, probs: list[Array]) -> None:
-        self.starts_s = starts_s
-        self.probs = probs
+    def __init__(self, spec: KeySpec, until_s: float = 0.0) -> None:
+        self.spec = spec
+        shifts = sorted(spec.shifts, key=lambda s: s.at_s)
+        self._shift_at = np.array([s.at_s for s in shifts])
+        self._rotation = np.cumsum([0] + [s.rotate for s in shifts])
+        starts = [0.0, *self._shift_at.tolist()]
+        if spec.waves is not None:
+            step = spec.waves.step
+            starts += (np.arange(int(np.ceil(until_s / step))) * step).tolist()
+        self.starts_s = np.unique(np.asarray(starts, dtype=float))
+        self._classes = (
+            stable_mod(np.arange(spec.space), spec.waves.classes, 0)
+            if spec.waves is not None
+            else None
+        )
+        self._cache: dict[tuple[int, int], Array] = {}
 
     def epoch_at(self, t_s: Array) -> NDArray[np.int64]:
         """Epoch index of each time."""
         return np.searchsorted(self.starts_s, np.asarray(t_s), side="right").astype(np.int64) - 1
 
+    @property
+    def probs(self) -> list[Array]:
+        """The key distribution of every epoch."""
+        return [self.probs_at(float(t)) for t in self.starts_s]
 
-def key_epochs(spec: KeySpec) -> KeyEpochs:
-    """The key distribution of each interval between hot-key shifts."""
-    starts = [0.0]
-    probs = [key_probabilities(spec, 0)]
-    rot = 0
-    for sh in sorted(spec.shifts, key=lambda s: s.at_s):
-        rot += sh.rotate
-        starts.append(sh.at_s)
-        probs.append(key_probabilities(spec, rot))
-    return KeyEpochs(np.asarray(starts), probs)
+    def probs_at(self, t_s: float) -> Array:
+        """The key distribution in force at time ``t_s``."""
+        rot = int(self._rotation[np.searchsorted(self._shift_at, t_s, side="right")])
+        w = self.spec.waves
+        step = int(np.floor(t_s / w.step + 1e-9)) if w is not None else 0
+        key = (rot, step)
+        if key not in self._cache:
+            p = key_probabilities(self.spec, rot)
+            if w is not None and self._classes is not None:
+                mid = (step + 0.5) * w.step / w.period_s
+                phase = 2 * np.pi * (mid + np.arange(w.classes) / w.classes)
+                p = p * (1.0 + w.depth * np.cos(phase))[self._classes]
+                p = p / p.sum()
+            if len(self._cache) > 256:
+                self._cache.clear()
+            self._cache[key] = p
+        return self._cache[key]
+
+
+def key_epochs(spec: KeySpec, until_s: float = 0.0) -> KeyEpochs:
+    """The key distribution of each interval between hot-key shifts (and wave steps up to
+    ``until_s``)."""
+    return KeyEpochs(spec, until_s)
 
 
 def key_group_shares(probs: Array, groups: int, seed: int = 0) -> Array:

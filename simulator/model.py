@@ -56,7 +56,7 @@ class Simulator:
         self.units: Units = self.net.units()
         self.n, self.d, self.m = self.cluster.n, len(self.net.streams), self.units.m
         self.tick_s = scenario.tick_s
-        self.arrivals = rates(scenario)  # (T, d) tuples per tick
+        self.arrivals = rates(scenario) * scenario.simulator.rate_scale  # (T, d) tuples per tick
         self.T = self.arrivals.shape[0]
         self._init_shares()
         self.capacity = self.cluster.capacities()
@@ -100,7 +100,7 @@ class Simulator:
     def _init_shares(self) -> None:
         """Key-group shares per unit for every epoch between hot-key shifts."""
         key_stream = self.net.key_stream()
-        eps = [key_epochs(s.keys) for s in self.scenario.streams]
+        eps = [key_epochs(s.keys, self.scenario.duration_s) for s in self.scenario.streams]
         starts = np.unique(np.concatenate([e.starts_s for e in eps]))
         self._epoch_starts_tick = np.floor(starts / self.tick_s).astype(np.int64)
         shares = np.ones((starts.size, self.m))

@@ -142,7 +142,7 @@ class InputLog:
         if pace_s is not None and pace_s <= 0:
             raise ValueError(f"pace_s must be positive, got {pace_s}")
         per_tick = rates(scenario) * scale  # (T, d)
-        epochs = [key_epochs(s.keys) for s in scenario.streams]
+        epochs = [key_epochs(s.keys) for s in scenario.streams]  # probs_at: any time
         total = 0
         t0 = time.monotonic()
         stop = stop or threading.Event()
@@ -157,7 +157,7 @@ class InputLog:
             for k, s in enumerate(scenario.streams):
                 n = int(rng.poisson(row[k])) if row[k] > 0 else 0
                 ep = epochs[k]
-                probs = ep.probs[int(ep.epoch_at(np.array([t * scenario.tick_s]))[0])]
+                probs = ep.probs_at(t * scenario.tick_s)
                 frames.append(
                     pd.DataFrame(
                         {

@@ -2,7 +2,7 @@
 library functions; the logic lives in the packages.
 
 * ``replays``: replay, compare, demo;
-* ``offline``: place, shed, partition;
+* ``offline``: place, shed, partition, calibrate;
 * ``spark``: pipeline run, input generate, inject, cluster;
 * ``daemon``: run, status, decisions, validate, report.
 
@@ -23,6 +23,7 @@ HELP_ORDER = (
     "place",
     "shed",
     "partition",
+    "calibrate",
     "inject",
     "cluster",
     "validate",

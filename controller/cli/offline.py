@@ -164,3 +164,43 @@ def partition_cmd(
         print_json(rows)
         return
     Console().print(table(rows, PARTITION_KEYS, "partitioner"))
+
+
+@app.command("calibrate")
+def calibrate_cmd(
+    workdir: Annotated[Path, typer.Argument(help="a Spark run's working directory")],
+    out: Annotated[
+        Path | None, typer.Option(help="write the overlay here (default: print it)")
+    ] = None,
+    scenario: Annotated[
+        Path | None,
+        typer.Option(help="the scenario the run replayed (default: the run's run.json)"),
+    ] = None,
+    skip: Annotated[
+        int, typer.Option(min=0, help="first batches left out (executor start-up)")
+    ] = 1,
+) -> None:
+    """Fit per-row and fixed per-batch costs from a Spark run into a simulator overlay.
+
+    Example: trimtab calibrate work/ --out calibration.yaml; then
+             trimtab replay SCENARIO --calibration calibration.yaml
+    """
+    from controller.calibration import calibrate, overlay_yaml
+
+    if not workdir.is_dir():
+        fail(f"workdir: {workdir} is not a directory")
+    sc = load(scenario) if scenario is not None else None
+    if out is not None and out.exists() and out.is_dir():
+        fail(f"--out: {out} is a directory")
+    try:
+        text = overlay_yaml(calibrate(workdir, sc, skip))
+    except ValueError as e:
+        fail(str(e))
+    if out is None:
+        print(text, end="")
+        return
+    try:
+        out.write_text(text)
+    except OSError as e:
+        fail(f"--out: cannot write {out}: {(e.strerror or str(e)).lower()}")
+    print(f"wrote {out}")

@@ -96,6 +96,10 @@ def replay(
     input_dir: InputOpt = None,
     keep_workdir: KeepOpt = False,
     report: ReportOpt = None,
+    calibration: Annotated[
+        Path | None,
+        typer.Option(help="simulator: a calibration overlay (trimtab calibrate) to apply"),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Replay a scenario end to end with the controller in the loop and print a summary.
@@ -104,6 +108,8 @@ def replay(
     """
     sc = load(scenario)
     _check_replay_flags(substrate, partitioner, input_dir, report)
+    if calibration is not None:
+        sc = _calibrated(sc, calibration, substrate)
     if ticks is not None and ticks > sc.ticks:
         err.print(f"note: --ticks {ticks} is beyond the scenario's {sc.ticks}; replaying those")
     try:
@@ -166,6 +172,18 @@ def _replay_spark_cli(run: Any, show_progress: bool, sc: ScenarioFile, **kw: Any
         return run(
             sc, progress=lambda done, total: bar.update(task, completed=done, total=total), **kw
         )
+
+
+def _calibrated(sc: ScenarioFile, path: Path, substrate: str) -> ScenarioFile:
+    """The scenario with a calibration overlay applied, or exit 2 naming what is wrong."""
+    from controller.calibration import apply_overlay, load_overlay
+
+    if substrate != "sim":
+        fail("--calibration: a calibration tunes the simulator (use --substrate sim)")
+    try:
+        return apply_overlay(sc, load_overlay(path))
+    except ValueError as e:
+        fail(f"--calibration: {e}")
 
 
 def _check_replay_flags(

@@ -1,0 +1,232 @@
+"""Calibrate the simulator against a Spark run: per-row cost and fixed costs per task and per
+batch, fitted from the run's batch statistics and written as a scenario overlay.
+
+The model (one keyed stage on n partitions, one task each): partition p of batch b is busy
+``t0 + c * rows_bp`` seconds, and the batch takes ``o + max_p busy_bp``. ``c`` and ``t0`` are the
+least-squares line through every (batch, partition) that had rows; ``o`` is the median of
+``duration_b - max_p (t0 + c * rows_bp)``. The overlay scales every operator's cost by ``c``
+over the scenario's modelled cost per row, sets the simulator's rate scale to the rows the run
+saw over the rows the scenario expects for the same ticks, and carries ``t0`` and ``o`` as the
+simulator's ``batch_model``: a tick whose busiest node has ``w`` CPU-seconds of work is a batch
+of ``o + t0 + w`` seconds (``predicted_batches``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from controller.scenario import ScenarioFile
+from core.scenario import BatchModel
+from core.workload import rates
+from spark_adapter.batchstats import BatchStats, read_batch_stats
+
+__all__ = [
+    "CalibrationOverlay",
+    "apply_overlay",
+    "calibrate",
+    "fit_batches",
+    "load_overlay",
+    "overlay_yaml",
+    "predicted_batches",
+    "read_batches",
+]
+
+RUN_FILE = "run.json"  # what replay_spark ran: the scenario, scale and partitions
+_STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class Provenance(BaseModel):
+    """Where the numbers came from and how well the model fits them."""
+
+    model_config = _STRICT
+    scenario: str
+    workdir: str
+    batches: int = Field(ge=1)
+    measured_us_per_row: float = Field(gt=0)
+    modelled_us_per_row: float = Field(gt=0)
+    busy_fit_r2: float
+    batch_duration_p50_s: float = Field(ge=0)
+    batch_duration_p99_s: float = Field(ge=0)
+
+
+class SimulatorOverlay(BaseModel):
+    model_config = _STRICT
+    rate_scale: float = Field(gt=0)
+    batch_model: BatchModel
+
+
+class OperatorCost(BaseModel):
+    model_config = _STRICT
+    cost_us: float = Field(ge=0)
+
+
+class CalibrationOverlay(BaseModel):
+    """The file ``trimtab calibrate`` writes and ``replay --calibration`` reads."""
+
+    model_config = _STRICT
+    calibration: Provenance
+    simulator: SimulatorOverlay
+    operators: dict[str, OperatorCost]
+
+
+def read_batches(workdir: Path) -> list[BatchStats]:
+    """The first attempt of every batch in ``workdir/metrics`` (replays left out), by id."""
+    files = sorted((workdir / "metrics").glob("batch-*.json"))
+    if not files:
+        raise ValueError(f"{workdir}: no batch statistics (metrics/batch-*.json)")
+    out = {}
+    for f in files:
+        st = read_batch_stats(f)
+        if not st.replay:
+            out.setdefault(st.batch_id, st)
+    return [out[b] for b in sorted(out)]
+
+
+def fit_batches(batches: list[BatchStats]) -> dict[str, float]:
+    """``c`` (s per row), ``t0`` and ``o`` (s) of the module's model, with the fit's r^2."""
+    rows = np.concatenate([b.rows for b in batches]).astype(float)
+    busy = np.concatenate([b.busy_s for b in batches])
+    used = rows > 0
+    if used.sum() < 2 or np.ptp(rows[used]) == 0:
+        raise ValueError("calibrate: too few batches with different row counts to fit a cost")
+    c, t0 = np.polyfit(rows[used], busy[used], 1)
+    if c <= 0:
+        raise ValueError(f"calibrate: the fitted cost per row is not positive ({c:.3g} s)")
+    t0 = max(float(t0), 0.0)
+    pred = t0 + c * rows[used]
+    ss = float(((busy[used] - busy[used].mean()) ** 2).sum())
+    r2 = 1.0 - float(((busy[used] - pred) ** 2).sum()) / ss if ss > 0 else 1.0
+    work = np.array([t0 + c * b.rows.max() for b in batches])
+    dur = np.array([b.duration_s for b in batches])
+    return {
+        "c": float(c),
+        "t0": t0,
+        "o": max(float(np.median(dur - work)), 0.0),
+        "r2": r2,
+        "p50": float(np.percentile(dur, 50)),
+        "p99": float(np.percentile(dur, 99)),
+    }
+
+
+def _ticks(batches: list[BatchStats]) -> np.ndarray:
+    """The input tick each batch read (event ids start at tick x 2^32)."""
+    return np.array([b.event_range[0] >> 32 for b in batches], dtype=np.int64)
+
+
+def calibrate(
+    workdir: Path, scenario: ScenarioFile | None = None, skip: int = 1
+) -> CalibrationOverlay:
+    """Fit a run's batches (the first ``skip`` left out: executor start-up) into an overlay of
+    ``scenario`` (default: the one ``replay_spark`` recorded in ``workdir/run.json``)."""
+    if scenario is None:
+        run = workdir / RUN_FILE
+        if not run.exists():
+            raise ValueError(f"{workdir}: no {RUN_FILE}; name the scenario with --scenario")
+        doc = json.loads(run.read_text())
+        scenario = ScenarioFile.model_validate(doc["scenario"] | {"base_dir": doc["base_dir"]})
+    batches = read_batches(workdir)[skip:]
+    if not batches:
+        raise ValueError(f"{workdir}: no batches left after skipping the first {skip}")
+    f = fit_batches(batches)
+    from spark_adapter.query import compile_query
+
+    q = compile_query(scenario)
+    seen = {s: sum(b.stream_rows.get(s, 0) for b in batches) for s in q.sides}
+    total = max(sum(seen.values()), 1)
+    modelled = sum(q.cost_us[s] * n for s, n in seen.items()) / total  # us per row, by rows
+    ticks = _ticks(batches)
+    ids = [s.id for s in scenario.streams]
+    expected = rates(scenario)[ticks % scenario.ticks][:, [ids.index(s) for s in q.sides]].sum()
+    scale = total / max(float(expected), 1e-9)
+    k = f["c"] * 1e6 / modelled
+    return CalibrationOverlay(
+        calibration=Provenance(
+            scenario=scenario.name,
+            workdir=str(workdir),
+            batches=len(batches),
+            measured_us_per_row=f["c"] * 1e6,
+            modelled_us_per_row=modelled,
+            busy_fit_r2=f["r2"],
+            batch_duration_p50_s=f["p50"],
+            batch_duration_p99_s=f["p99"],
+        ),
+        simulator=SimulatorOverlay(
+            rate_scale=scale,
+            batch_model=BatchModel(task_overhead_s=f["t0"], batch_overhead_s=f["o"]),
+        ),
+        operators={op.id: OperatorCost(cost_us=op.cost_us * k) for op in scenario.operators},
+    )
+
+
+def load_overlay(path: Path) -> CalibrationOverlay:
+    """Read an overlay file; a ``ValueError`` names the file and the first bad field."""
+    import yaml
+    from pydantic import ValidationError
+
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise ValueError(f"{path}: {(e.strerror or str(e)).lower()}") from None
+    except yaml.YAMLError as e:
+        raise ValueError(f"{path}: not YAML ({str(e).splitlines()[0]})") from None
+    try:
+        return CalibrationOverlay.model_validate(doc)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        raise ValueError(f"{path}: {where}: {err['msg']}") from None
+
+
+def overlay_yaml(ov: CalibrationOverlay) -> str:
+    """The overlay as YAML, with a header saying what it is."""
+    import yaml
+
+    head = (
+        f"# trimtab calibration of {ov.calibration.scenario!r} from a Spark run\n"
+        "# apply with: trimtab replay SCENARIO --calibration THIS_FILE\n"
+    )
+    return head + yaml.safe_dump(ov.model_dump(mode="json"), sort_keys=False)
+
+
+def apply_overlay(scenario: ScenarioFile, ov: CalibrationOverlay) -> ScenarioFile:
+    """The scenario with the overlay's operator costs, rate scale and batch model."""
+    if ov.calibration.scenario != scenario.name:
+        raise ValueError(
+            f"calibration: fitted on scenario {ov.calibration.scenario!r}, not {scenario.name!r}"
+        )
+    known = {op.id for op in scenario.operators}
+    unknown = sorted(set(ov.operators) - known)
+    if unknown:
+        raise ValueError(f"calibration.operators: unknown operator {unknown[0]!r}")
+    ops = [
+        op.model_copy(update={"cost_us": ov.operators[op.id].cost_us})
+        if op.id in ov.operators
+        else op
+        for op in scenario.operators
+    ]
+    sim = scenario.simulator.model_copy(
+        update={"rate_scale": ov.simulator.rate_scale, "batch_model": ov.simulator.batch_model}
+    )
+    return scenario.model_copy(update={"operators": ops, "simulator": sim})
+
+
+def predicted_batches(
+    node_load: np.ndarray, tick_s: float, model: BatchModel, skip: int = 1
+) -> dict[str, Any]:
+    """Batch duration p50/p99 and the busiest partition's busy seconds (p50), predicted from the
+    simulator's offered node loads (``(ticks, nodes)``, cores); the first ``skip`` ticks are
+    left out, as ``calibrate`` leaves out the first batches."""
+    busiest = model.task_overhead_s + np.asarray(node_load, dtype=float)[skip:].max(axis=1) * tick_s
+    if busiest.size == 0:
+        return {}
+    dur = model.batch_overhead_s + busiest
+    return {
+        "predicted_batch_duration_p50": float(np.percentile(dur, 50)),
+        "predicted_batch_duration_p99": float(np.percentile(dur, 99)),
+        "predicted_busiest_partition_s_p50": float(np.percentile(busiest, 50)),
+    }
