@@ -75,14 +75,15 @@ class CalibrationOverlay(BaseModel):
 
 
 def read_batches(workdir: Path) -> list[BatchStats]:
-    """The first attempt of every batch in ``workdir/metrics`` (replays left out), by id."""
+    """The first attempt of every batch in ``workdir/metrics`` that read input, by id
+    (replayed attempts and empty batches left out)."""
     files = sorted((workdir / "metrics").glob("batch-*.json"))
     if not files:
         raise ValueError(f"{workdir}: no batch statistics (metrics/batch-*.json)")
     out = {}
     for f in files:
         st = read_batch_stats(f)
-        if not st.replay:
+        if not st.replay and st.event_range[0] >= 0 and st.rows.sum() > 0:
             out.setdefault(st.batch_id, st)
     return [out[b] for b in sorted(out)]
 
@@ -123,13 +124,13 @@ def calibrate(
 ) -> CalibrationOverlay:
     """Fit a run's batches (the first ``skip`` left out: executor start-up) into an overlay of
     ``scenario`` (default: the one ``replay_spark`` recorded in ``workdir/run.json``)."""
+    batches = read_batches(workdir)[skip:]
     if scenario is None:
         run = workdir / RUN_FILE
         if not run.exists():
             raise ValueError(f"{workdir}: no {RUN_FILE}; name the scenario with --scenario")
         doc = json.loads(run.read_text())
         scenario = ScenarioFile.model_validate(doc["scenario"] | {"base_dir": doc["base_dir"]})
-    batches = read_batches(workdir)[skip:]
     if not batches:
         raise ValueError(f"{workdir}: no batches left after skipping the first {skip}")
     f = fit_batches(batches)

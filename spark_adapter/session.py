@@ -59,6 +59,9 @@ def slowdown_conf(slowdowns: dict[str, float]) -> dict[str, str]:
     return {SLOWDOWN_KEY: spec}
 
 
+STANDALONE_EXECUTOR_MEMORY = "512m"  # spark.executor.memory on spark:// masters, unless set
+
+
 def make_session(
     master: str = "local[2]", app: str = "trimtab", conf: dict[str, str] | None = None
 ) -> SparkSession:
@@ -82,8 +85,33 @@ def make_session(
     if m and "spark.executor.memory" not in (conf or {}):
         # an executor must fit its worker: leave a quarter of the worker's memory spare
         extra["spark.executor.memory"] = f"{int(m.group(3)) * 3 // 4}m"
+    standalone = master.startswith("spark://")
+    if standalone and "spark.executor.memory" not in (conf or {}):
+        # Spark's default (1g) does not fit a worker started with less; trimtab's tasks are
+        # small pandas partitions
+        extra["spark.executor.memory"] = STANDALONE_EXECUTOR_MEMORY
     for key, value in {**TEST_CONF, **extra, **(conf or {})}.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    if standalone:
+        _wait_for_executors(session, master)
     return session
+
+
+def _wait_for_executors(session: SparkSession, master: str, timeout_s: float = 60.0) -> None:
+    """A standalone application that gets no executor waits forever: fail with the reason."""
+    import time
+
+    sc = session.sparkContext
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if sc._jsc.sc().getExecutorMemoryStatus().size() > 1:  # the driver counts as one
+            return
+        time.sleep(0.5)
+    mem = sc.getConf().get("spark.executor.memory", "1g")
+    session.stop()
+    raise RuntimeError(
+        f"{master}: no executor started within {timeout_s:.0f} s; do its workers have "
+        f"spark.executor.memory={mem} free (trimtab cluster up --memory)?"
+    )

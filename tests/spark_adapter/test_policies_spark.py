@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
+import pytest
+import yaml
 
 from controller.scenario import ScenarioFile, load_scenario
 from controller.spark_replay import replay_spark
@@ -22,18 +25,25 @@ def _short_waves() -> ScenarioFile:
     return ScenarioFile.model_validate(doc)
 
 
-def test_correlation_placement_pairs_anti_phased_key_groups_on_spark(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """Hash puts each class on one partition; after the window fills, the global step mixes
-    them, and every batch's output still equals the reference."""
+@pytest.fixture(scope="module")
+def waves_run(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
+    work = tmp_path_factory.mktemp("waves")
     res = replay_spark(
         _short_waves(),
         batches=12,
         placement="correlation-twoway",
         scale=0.5,
         interval_batches=2,
-        workdir=tmp_path,
+        workdir=work,
         spark=spark,
     )
+    return res, work
+
+
+def test_correlation_placement_pairs_anti_phased_key_groups_on_spark(waves_run) -> None:  # type: ignore[no-untyped-def]
+    """Hash puts each class on one partition; after the window fills, the global step mixes
+    them, and every batch's output still equals the reference."""
+    res, tmp_path = waves_run
     s = res.summary
     assert s["output_matches_reference"] is True
     reasons = [d.reason for d in res.decisions if d.applied]
@@ -47,3 +57,41 @@ def test_correlation_placement_pairs_anti_phased_key_groups_on_spark(spark, tmp_
     for p in (0, 1):  # after the global step each partition holds both classes, evenly
         on = cls[last == p]
         assert abs(int((on == 0).sum()) - int((on == 1).sum())) <= 2, last.tolist()
+
+
+def test_calibration_from_the_run_predicts_its_batches(waves_run, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """calibrate writes an overlay validate accepts; the calibrated simulator's batch p50 is
+    near the run's (without the fitted per-batch overhead it would be a fraction of it)."""
+    from typer.testing import CliRunner
+
+    from controller.cli import app
+
+    _, work = waves_run
+    out = tmp_path / "cal.yaml"
+    runner = CliRunner()
+    r = runner.invoke(app, ["calibrate", str(work), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    v = runner.invoke(app, ["validate", str(out)])
+    assert v.exit_code == 0 and "calibration" in v.output, v.output
+    scen = tmp_path / "scenario.yaml"
+    scen.write_text(yaml.safe_dump(_short_waves().model_dump(mode="json")))
+    rp = runner.invoke(
+        app,
+        [
+            "replay",
+            str(scen),
+            "--calibration",
+            str(out),
+            "--placement",
+            "correlation-twoway",
+            "--ticks",
+            "12",
+            "--json",
+        ],
+    )
+    assert rp.exit_code == 0, rp.output
+    got = json.loads(rp.stdout)
+    overlay = yaml.safe_load(out.read_text())
+    measured = overlay["calibration"]["batch_duration_p50_s"]
+    assert overlay["simulator"]["batch_model"]["batch_overhead_s"] > 0
+    assert abs(got["predicted_batch_duration_p50"] / measured - 1) < 0.35, (got, measured)

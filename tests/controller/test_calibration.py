@@ -1,0 +1,144 @@
+"""trimtab calibrate: the fit recovers known costs; bad input is one line with exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from controller.calibration import calibrate, fit_batches, predicted_batches
+from controller.cli import app
+from controller.scenario import load_scenario
+from core.scenario import BatchModel
+from spark_adapter.batchstats import BatchStats, write_batch_stats
+
+SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "spark-anticorrelated.yaml"
+C, T0, OVER = 250e-6, 0.02, 0.9  # s per row, s per task, s per batch
+
+
+def _batches(n: int = 12, scale: float = 2.0) -> list[BatchStats]:
+    rng = np.random.default_rng(0)
+    out = []
+    for b in range(n):
+        total = int(1000 * 2 * scale)  # the scenario's 1000 tuples/s over 2 s ticks
+        p0 = int(total * rng.uniform(0.2, 0.8))
+        rows = np.array([p0, total - p0])
+        busy = T0 + C * rows
+        out.append(
+            BatchStats(
+                batch_id=b,
+                plan_version=0,
+                replay=False,
+                duration_s=OVER + busy.max(),
+                rows=rows,
+                busy_s=busy,
+                kg_rows=np.zeros(16, dtype=np.int64),
+                key_rows=pd.DataFrame({"key": [], "side": [], "rows": []}),
+                stream_rows={"s": total},
+                state_rows=0,
+                state_moved=0,
+                late=0,
+                rows_out=0,
+                event_range=(b << 32, (b << 32) + total - 1),
+                max_ts=2.0 * b + 1.9,
+            )
+        )
+    return out
+
+
+def _workdir(tmp: Path, batches: list[BatchStats], run_json: bool = True) -> Path:
+    (tmp / "metrics").mkdir(parents=True)
+    for st in batches:
+        write_batch_stats(st, tmp / "metrics")
+    if run_json:
+        sc = load_scenario(SCENARIO)
+        doc = {"scenario": sc.model_dump(mode="json"), "base_dir": sc.base_dir, "scale": 2.0}
+        (tmp / "run.json").write_text(json.dumps(doc))
+    return tmp
+
+
+def test_the_fit_recovers_the_costs_that_made_the_batches() -> None:
+    f = fit_batches(_batches())
+    assert f["c"] == pytest.approx(C, rel=1e-9)
+    assert f["t0"] == pytest.approx(T0, abs=1e-9)
+    assert f["o"] == pytest.approx(OVER, abs=1e-9)
+    assert f["r2"] == pytest.approx(1.0)
+
+
+def test_calibrate_writes_costs_scale_and_batch_model(tmp_path: Path) -> None:
+    ov = calibrate(_workdir(tmp_path, _batches()), skip=1)
+    assert ov.calibration.batches == 11
+    assert ov.operators["count"].cost_us == pytest.approx(250.0)  # 200 us modelled x 1.25
+    assert ov.simulator.rate_scale == pytest.approx(2.0, rel=1e-9)
+    assert ov.simulator.batch_model.batch_overhead_s == pytest.approx(OVER)
+    # the batch model turns a tick's busiest node work into a batch duration
+    p = predicted_batches(
+        np.array([[0.0, 0.0], [0.5, 0.25], [0.25, 0.75]]),
+        2.0,
+        BatchModel(task_overhead_s=T0, batch_overhead_s=OVER),
+    )
+    assert p["predicted_batch_duration_p50"] == pytest.approx(OVER + T0 + 1.25)
+
+
+def test_calibrated_replay_and_validate(tmp_path: Path) -> None:
+    work = _workdir(tmp_path / "w", _batches())
+    out = tmp_path / "cal.yaml"
+    runner = CliRunner()
+    assert runner.invoke(app, ["calibrate", str(work), "--out", str(out)]).exit_code == 0
+    assert runner.invoke(app, ["validate", str(out), "--scenario", str(SCENARIO)]).exit_code == 0
+    r = runner.invoke(
+        app, ["replay", str(SCENARIO), "--calibration", str(out), "--ticks", "20", "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout)
+    # 1000 x 2 tuples/s x 250 us on two partitions: busiest partition about 0.5-0.9 s a tick
+    assert OVER + T0 + 0.4 < got["predicted_batch_duration_p50"] < OVER + T0 + 1.0
+
+
+def _one_line_error(r, *words: str) -> None:  # type: ignore[no-untyped-def]
+    assert r.exit_code == 2, r.output
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), r.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+def test_bad_calibration_input_is_one_line(tmp_path: Path) -> None:
+    runner = CliRunner()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _one_line_error(runner.invoke(app, ["calibrate", str(empty)]), "no batch statistics")
+    _one_line_error(runner.invoke(app, ["calibrate", str(tmp_path / "nope")]), "not a directory")
+    bare = _workdir(tmp_path / "bare", _batches(), run_json=False)
+    _one_line_error(runner.invoke(app, ["calibrate", str(bare)]), "--scenario")
+    good = _workdir(tmp_path / "good", _batches())
+    _one_line_error(runner.invoke(app, ["calibrate", str(good), "--skip", "50"]), "skipping")
+    out = tmp_path / "cal.yaml"
+    assert runner.invoke(app, ["calibrate", str(good), "--out", str(out)]).exit_code == 0
+    other = SCENARIO.parent / "seed-groupby-window.yaml"
+    _one_line_error(
+        runner.invoke(app, ["replay", str(other), "--calibration", str(out)]),
+        "spark-anticorrelated",
+    )
+    _one_line_error(
+        runner.invoke(
+            app, ["replay", str(SCENARIO), "--calibration", str(out), "--substrate", "spark"]
+        ),
+        "--calibration",
+    )
+    doc = yaml.safe_load(out.read_text())
+    doc["simulator"]["rate_scale"] = -1
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(doc))
+    _one_line_error(
+        runner.invoke(app, ["replay", str(SCENARIO), "--calibration", str(bad)]),
+        "simulator.rate_scale",
+    )
+    before = bad.read_bytes()
+    assert runner.invoke(app, ["validate", str(bad)]).exit_code == 2
+    assert bad.read_bytes() == before
