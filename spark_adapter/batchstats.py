@@ -22,6 +22,7 @@ from core.observation import Observation, PipelineBatch
 
 __all__ = [
     "BatchStats",
+    "end_to_end",
     "observation_from_batches",
     "partition_status",
     "read_batch_stats",
@@ -99,6 +100,27 @@ def read_batch_stats(path: Path) -> BatchStats:
         max_ts=float("-inf") if d["max_ts"] is None else float(d["max_ts"]),
         info=dict(d.get("info", {})),
     )
+
+
+def end_to_end(batches: list[BatchStats]) -> dict[str, Any]:
+    """Arrival-to-commit latency over every segment the batches committed (p50, p99, max;
+    seconds) and the backlog (segments waiting) after each batch. In a live run a segment
+    arrives when the writer adds it; in a replay the whole log is there from the start."""
+    lat = np.array([x for b in batches for x in b.info.get("arrival_to_commit_s", [])])
+    backlog = [int(b.info.get("backlog_segments", 0)) for b in batches]
+    if lat.size == 0:
+        return {
+            "arrival_to_commit_p50_s": None,
+            "arrival_to_commit_p99_s": None,
+            "arrival_to_commit_max_s": None,
+            "backlog_segments": backlog,
+        }
+    return {
+        "arrival_to_commit_p50_s": float(np.percentile(lat, 50)),
+        "arrival_to_commit_p99_s": float(np.percentile(lat, 99)),
+        "arrival_to_commit_max_s": float(lat.max()),
+        "backlog_segments": backlog,
+    }
 
 
 def partition_status(st: BatchStats, n: int) -> tuple[NodeStatus, ...]:

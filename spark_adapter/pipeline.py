@@ -291,6 +291,7 @@ class SparkPipeline:
             "keep": keep,
         }
         self.log.commit(b, st.rows_out, info)
+        st.info |= self.input.arrival_to_commit(st.event_range, time.time())
         if self.cadence is not None:
             due = self.cadence.batch_done(st.duration_s)
         else:

@@ -17,10 +17,12 @@ and close the open windows.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -113,6 +115,21 @@ class InputLog:
         """(first, last) segment index still present."""
         s = self.segments()
         return (s[0], s[-1]) if s else None
+
+    def arrival_to_commit(self, event_range: tuple[int, int], now: float) -> dict[str, Any]:
+        """End-to-end latency of a batch's segments (the segment file's arrival in the log to
+        ``now``, its commit; seconds) and the backlog behind it (segments present after it)."""
+        lo, hi = event_range
+        if lo < 0:
+            return {"arrival_to_commit_s": [], "backlog_segments": 0}
+        lat = []
+        for seg in range(lo >> 32, (hi >> 32) + 1):
+            with contextlib.suppress(OSError):  # trimmed, or a batch of shed rows only
+                lat.append(round(now - self.path(seg).stat().st_mtime, 4))
+        return {
+            "arrival_to_commit_s": lat,
+            "backlog_segments": max(0, self.next_index() - 1 - (hi >> 32)),
+        }
 
     @property
     def closed(self) -> bool:

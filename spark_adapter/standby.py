@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spark_adapter.batchstats import end_to_end
+
 __all__ = ["DriverOptions", "Lease", "run_driver", "wait_for_holder"]
 
 
@@ -172,6 +174,7 @@ def run_driver(
     result = {"role": role, "epoch": epoch, "pid": os.getpid(), "restored_through": restored}
     result |= times | {"batches": sorted(pipe.stats), "ended": ended}
     result |= {"committed": pipe.log.committed(), "trim_log": pipe.trim_log}
+    result |= end_to_end([pipe.stats[b] for b in sorted(pipe.stats)])
     if o.result_file is not None:
         Path(o.result_file).write_text(json.dumps(result))
     pipe.cleanup()

@@ -95,7 +95,9 @@ def pipeline_run(
         )
     except (ValueError, RuntimeError) as e:
         fail(str(e), 1)
-    print_json({k: out[k] for k in ("role", "epoch", "restored_through", "committed")})
+    keys = ("role", "epoch", "restored_through", "committed", "arrival_to_commit_p50_s")
+    keys += ("arrival_to_commit_p99_s", "arrival_to_commit_max_s", "backlog_segments")
+    print_json({k: out[k] for k in keys})
 
 
 input_app = typer.Typer(

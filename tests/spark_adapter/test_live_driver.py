@@ -85,6 +85,14 @@ def test_live_driver_stops_on_sigterm_and_the_next_one_resumes(tmp_path: Path) -
         for f in sorted((tmp_path / "metrics").glob("batch-*.json"))
     ]
     assert np.median(np.diff(starts)) >= 0.8  # it followed the live log, one batch a second
+    # end-to-end: a segment waits at most a trigger interval, then its batch (about a second)
+    durations = [
+        json.loads(f.read_text())["duration_s"]
+        for f in sorted((tmp_path / "metrics").glob("batch-*.json"))
+    ]
+    assert min(durations) <= first["arrival_to_commit_p50_s"] <= 1.0 + 2 * max(durations)
+    assert first["arrival_to_commit_p99_s"] >= first["arrival_to_commit_p50_s"]
+    assert len(first["backlog_segments"]) == len(first["committed"])
 
     rest = subprocess.Popen(
         [EXE, "input", "generate", *common, "--segments", "2", "--scale", "0.1", "--close"], **kw
