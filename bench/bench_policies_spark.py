@@ -7,7 +7,9 @@ per tuple, 2 partitions on ``local-cluster[2,1,1024]``, the input at ``SCALE`` x
 rate. Each placement method runs in the controller loop (a round every 2 batches); the first
 ``WARMUP`` batches (the correlation window of 20 batches and the global step) are run but not
 timed; the next are. Batch duration is the foreachBatch wall time. Every run's output is
-compared with the reference.
+compared with the reference. Calibration: ``trimtab calibrate`` on the hash run's working
+directory, then the calibrated simulator replays each method over the same ticks; its
+predicted batch durations and busiest-partition busy time are set beside the measured ones.
 """
 
 from __future__ import annotations
@@ -17,7 +19,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from bench.common import ROOT, environment, write_section
+from controller.calibration import apply_overlay, calibrate, predicted_batches, read_batches
+from controller.replay import replay_sim
 from controller.scenario import ScenarioFile, load_scenario
 from controller.spark_replay import replay_spark
 from controller.wiring import make_policy, spark_context
@@ -55,7 +61,7 @@ def run(spark: Any, sc: ScenarioFile, method: str, work: Path) -> dict[str, Any]
     return s
 
 
-def anticorrelated() -> tuple[str, dict[str, dict[str, Any]]]:
+def anticorrelated() -> tuple[str, dict[str, dict[str, Any]], str]:
     from spark_adapter.session import make_session
 
     sc = load_scenario(ROOT / "scenarios" / "spark-anticorrelated.yaml")
@@ -70,6 +76,8 @@ def anticorrelated() -> tuple[str, dict[str, dict[str, Any]]]:
     try:
         for m in METHODS:
             out[m] = run(spark, sc, m, work / m)
+        spark.stop()
+        cal = calibration_table(sc, work, out)
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -89,11 +97,40 @@ def anticorrelated() -> tuple[str, dict[str, dict[str, Any]]]:
         if same
         else "LLF's initial plan differs from hash's; it is not run here."
     )
-    return "\n".join(rows) + "\n\n" + note, out
+    return "\n".join(rows) + "\n\n" + note, out, cal
+
+
+def calibration_table(sc: ScenarioFile, work: Path, out: dict[str, dict[str, Any]]) -> str:
+    """Calibrate on the hash run; predict every method's timed batches with the simulator."""
+    overlay = calibrate(work / "hash", skip=1)
+    cal_sc = apply_overlay(sc, overlay)
+    bm = cal_sc.simulator.batch_model
+    assert bm is not None
+    rows = []
+    for m, s in out.items():
+        sim = replay_sim(cal_sc, placement=m, ticks=BATCHES)
+        pred = predicted_batches(sim.series.node_load.to_numpy(), sc.tick_s, bm, skip=WARMUP)
+        timed = read_batches(work / m)[WARMUP:]
+        busiest = float(np.median([b.busy_s.max() for b in timed]))
+        p50, p99 = s["batch_duration_p50"], s["batch_duration_p99"]
+        q50, q99 = pred["predicted_batch_duration_p50"], pred["predicted_batch_duration_p99"]
+        rows.append(
+            f"| {m} | {p50:.2f} | {q50:.2f} | {q50 / p50:.2f} | {p99:.2f} | {q99:.2f} | "
+            f"{q99 / p99:.2f} | {busiest:.2f} | {pred['predicted_busiest_partition_s_p50']:.2f} |"
+        )
+    c = overlay.calibration
+    head = (
+        f"Fitted on the hash run ({c.batches} batches): {c.measured_us_per_row:.0f} us per row "
+        f"(modelled {c.modelled_us_per_row:.0f}; busy-time fit r^2 {c.busy_fit_r2:.3f}), "
+        f"{overlay.simulator.batch_model.task_overhead_s * 1e3:.0f} ms per task, "
+        f"{overlay.simulator.batch_model.batch_overhead_s:.2f} s per batch, rate scale "
+        f"{overlay.simulator.rate_scale:.2f}."
+    )
+    return head + "\n\n" + "\n".join(rows)
 
 
 def main() -> None:
-    table, out = anticorrelated()
+    table, out, cal = anticorrelated()
     write_section(
         "Policies on Spark",
         f"""
@@ -110,6 +147,16 @@ batches.
 | placement | batch p50 (s) | batch p99 (s) | p99 vs hash | partition load variance | mean pairwise correlation | units moved | output = reference |
 |---|---|---|---|---|---|---|---|
 {table}
+
+Calibration (target: predicted batch duration p50 and p99 within 20% of Spark's). The
+calibrated simulator replays the same ticks with the same placement method (the timed batches
+only); busiest partition: the median over timed batches of the largest partition busy time.
+
+{cal.split(chr(10) + chr(10))[0]}
+
+| placement | measured p50 (s) | predicted p50 (s) | ratio | measured p99 (s) | predicted p99 (s) | ratio | busiest partition, measured (s) | predicted (s) |
+|---|---|---|---|---|---|---|---|---|
+{cal.split(chr(10) + chr(10))[1]}
 """,
     )
     print(table)

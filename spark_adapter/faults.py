@@ -22,7 +22,8 @@ import contextlib
 import json
 import os
 import signal
-import threading
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ __all__ = [
     "inject",
     "kill_executor",
     "lose_executor",
+    "pause_process",
     "publish_app",
     "serve_lose_requests",
     "stop_executor",
@@ -82,18 +84,35 @@ def lose_executor(spark: Any, executor_id: str) -> bool:
 
 
 def stop_executor(app_id: str, executor_id: str, seconds: float) -> int:
-    """``SIGSTOP`` an executor, ``SIGCONT`` it after ``seconds`` (in a timer thread)."""
+    """``SIGSTOP`` an executor and ``SIGCONT`` it after ``seconds`` (``pause_process``)."""
     pid = _pid(app_id, executor_id)
-    os.kill(pid, signal.SIGSTOP)
-
-    def resume() -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGCONT)
-
-    t = threading.Timer(seconds, resume)
-    t.daemon = True
-    t.start()
+    pause_process(pid, seconds)
     return pid
+
+
+def pause_process(pid: int, seconds: float) -> int:
+    """``SIGSTOP`` ``pid`` now and ``SIGCONT`` it after ``seconds``, from a detached helper
+    process (its own session), so the resume happens even when the caller exits at once, as
+    ``trimtab inject`` does. Returns the helper's pid."""
+    if not seconds > 0:
+        raise ValueError(f"seconds: must be > 0, got {seconds}")
+    os.kill(pid, signal.SIGSTOP)
+    code = (
+        "import os, signal, time\n"
+        f"time.sleep({float(seconds)!r})\n"
+        "try:\n"
+        f"    os.kill({int(pid)}, signal.SIGCONT)\n"
+        "except ProcessLookupError:\n"
+        "    pass\n"
+    )
+    helper = subprocess.Popen(
+        [sys.executable, "-c", code],
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return helper.pid
 
 
 class ExecutorMonitor:
@@ -182,7 +201,7 @@ def inject(fault: str, target: str | None, workdir: Path, seconds: float = 10.0)
         return {"killed_executor": target, "pid": kill_executor(app["app_id"], str(target))}
     if fault == "stop-executor":
         pid = stop_executor(app["app_id"], str(target), seconds)
-        return {"stopped_executor": target, "pid": pid}
+        return {"stopped_executor": target, "pid": pid, "resumes_after_s": seconds}
     (workdir / "inject-lose").write_text(str(target))  # the driver calls killExecutor
     return {"lose_requested": target}
 
