@@ -35,6 +35,7 @@ from core.plans import Plan
 __all__ = ["Daemon", "in_blackout"]
 
 log = logging.getLogger("trimtab.daemon")
+KEEP_RECORDS = 100  # decision records kept in memory; the decision log holds every round
 
 
 def in_blackout(windows: list[str], now: datetime | None = None) -> bool:
@@ -68,7 +69,11 @@ class Daemon:
         self.telemetry = Telemetry(pipeline=settings.substrate.kind != "sim")
         self._newest_batch = -1  # of the steered pipeline (external mode)
         self.loop = ControlLoop(
-            substrate, policy, settings.control.window_samples, settings.control.dry_run
+            substrate,
+            policy,
+            settings.control.window_samples,
+            settings.control.dry_run,
+            keep_records=KEEP_RECORDS,
         )
         self.state_dir = Path(settings.state_dir)
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -306,7 +311,7 @@ class Daemon:
         st["stopped"] = True
         atomic_write(self.state_dir / "status.json", json.dumps(st, default=float).encode())
         self.log.close()
-        fields = {"rounds": len(self.loop.records), "plan_version": self.loop.plan.version}
+        fields = {"rounds": self.loop.round, "plan_version": self.loop.plan.version}
         log.info("stopped", extra={"fields": fields})
 
 

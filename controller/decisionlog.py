@@ -94,7 +94,7 @@ class DecisionLog:
         observation: dict[str, Any],
         details: dict[str, Any],
     ) -> None:
-        """Append one round (and trim to the retention bound)."""
+        """Append one round (and trim rounds and plans to the retention bound)."""
         with self._lock:
             self._db.execute(
                 "INSERT INTO rounds (ts, round, kind, reason, plan_version, applied, duration_s, observation, details) "
@@ -113,6 +113,12 @@ class DecisionLog:
             )
             self._db.execute(
                 "DELETE FROM rounds WHERE id <= (SELECT MAX(id) FROM rounds) - ?", (self.retention,)
+            )
+            # plans older than every retained round go too, except the newest applied one
+            # (a restarted daemon resumes from it)
+            self._db.execute(
+                "DELETE FROM plans WHERE version < (SELECT MIN(plan_version) FROM rounds) "
+                "AND version <> (SELECT MAX(version) FROM plans WHERE applied=1)"
             )
 
     def record_plan(self, ts: float, plan: Plan, applied: bool) -> None:

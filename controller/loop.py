@@ -8,6 +8,7 @@ directly) and keeps every decision with its reason.
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -59,7 +60,12 @@ class ControlLoop:
     """
 
     def __init__(
-        self, substrate: Substrate, policy: ControlPolicy, window_k: int = 10, dry_run: bool = False
+        self,
+        substrate: Substrate,
+        policy: ControlPolicy,
+        window_k: int = 10,
+        dry_run: bool = False,
+        keep_records: int | None = None,
     ) -> None:
         self.substrate = substrate
         self.policy = policy
@@ -68,7 +74,11 @@ class ControlLoop:
         self.units = LoadWindow(ctx.units.m, window_k)
         self.nodes = LoadWindow(ctx.cluster.n, window_k)
         self.plan: Plan = policy.initial_plan()
-        self.records: list[DecisionRecord] = []
+        # every round's record (a replay returns them all); a daemon keeps the newest
+        # ``keep_records`` in memory, its decision log has the rest
+        self.records: list[DecisionRecord] | deque[DecisionRecord] = (
+            [] if keep_records is None else deque(maxlen=keep_records)
+        )
         self.round = 0
         self.last_obs: Observation | None = None  # the newest observation, for telemetry
 

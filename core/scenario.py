@@ -192,7 +192,9 @@ class SimulatorSettings(BaseModel):
 
     model_config = _STRICT
     rate_scale: float = Field(
-        1.0, gt=0, description="run at this multiple of the streams' rates (calibration: the Spark run's scale)"
+        1.0,
+        gt=0,
+        description="run at this multiple of the streams' rates (calibration: the Spark run's scale)",
     )
     batch_model: BatchModel | None = Field(
         None, description="predict micro-batch durations (set by trimtab calibrate)"

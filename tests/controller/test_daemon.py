@@ -617,3 +617,36 @@ def test_config_paths_resolve_against_the_file(
     assert load_settings(cfg).state_dir == "from-env"
     r = subprocess.run([EXE, "validate", str(cfg)], capture_output=True, text=True, cwd=elsewhere)
     assert r.returncode == 0, r.stderr
+
+
+def test_a_long_running_daemon_keeps_a_bounded_history(tmp_path: Path) -> None:
+    """Every round's record used to stay in memory (about 9 KB a round); the daemon keeps the
+    newest KEEP_RECORDS, its decision log the rest up to its retention."""
+    from controller.daemon import KEEP_RECORDS
+
+    d = Daemon(
+        settings(
+            tmp_path,
+            decision_retention_rounds=50,
+            substrate={"scenario": str(SCENARIOS / "overload-ramp.yaml"), "ticks_per_round": 5},
+            shedding={"method": "lp"},  # the ramp changes the shed plan: many plan versions
+            placement={"method": "least-loaded"},
+        )
+    )
+    for _ in range(KEEP_RECORDS + 30):
+        d.tick()
+    assert d.loop.round == KEEP_RECORDS + 30
+    assert len(d.loop.records) == KEEP_RECORDS
+    assert d.loop.records[-1].round == KEEP_RECORDS + 30
+    assert d.status()["last_round"]["round"] == KEEP_RECORDS + 30
+    log = DecisionLog(tmp_path / "decisions.sqlite")
+    rows = log.last(1000)
+    assert len(rows) == 50
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "decisions.sqlite") as db:
+        kept = [v for (v,) in db.execute("SELECT version FROM plans")]
+    oldest = min(r["plan_version"] for r in rows)
+    assert d.loop.plan.version > len(kept) >= 1  # plans were published, and trimmed
+    assert min(kept) >= oldest
+    assert log.last_plan() is not None and log.last_plan().version == d.loop.plan.version
