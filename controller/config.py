@@ -97,6 +97,11 @@ class SubstrateConfig(BaseModel):
     )
     workdir: str | None = Field(None, description="pipeline working directory (spark-external)")
     partitions: int = Field(2, ge=1)
+    calibration: str | None = Field(
+        None,
+        description="spark-external: a trimtab calibrate overlay for the load model (row cost, "
+        "partition capacity left by the batches' fixed costs)",
+    )
 
 
 class MetricsConfig(BaseModel):
@@ -208,6 +213,8 @@ def path_problems(settings: Settings) -> list[str]:
     sub = settings.substrate
     if sub.kind == "sim" and not Path(sub.scenario).is_file():
         out.append(f"substrate.scenario: file not found: {sub.scenario}")
+    if sub.calibration is not None and not Path(sub.calibration).is_file():
+        out.append(f"substrate.calibration: file not found: {sub.calibration}")
     return out
 
 
@@ -256,7 +263,13 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
         _YAML_PATH = None
 
 
-PATH_FIELDS = ("substrate.scenario", "substrate.workdir", "decision_log", "state_dir")
+PATH_FIELDS = (
+    "substrate.scenario",
+    "substrate.workdir",
+    "substrate.calibration",
+    "decision_log",
+    "state_dir",
+)
 
 
 def _relative_to_file(

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from controller.calibration import RUN_FILE
+from controller.calibration import RUN_FILE, CalibrationOverlay
 from controller.loop import ControlLoop
 from controller.replay import ReplayResult, window_stats
 from controller.routing import RoutingPolicy
@@ -43,6 +43,7 @@ class SparkRun:
     master: str
     partitions: int
     warmup_batches: int
+    calibration: CalibrationOverlay | None = None  # the controller's load model, calibrated
 
 
 def replay_spark(
@@ -61,6 +62,7 @@ def replay_spark(
     input_dir: str | Path | None = None,
     keep_workdir: bool = True,
     progress: Callable[[int, int], None] | None = None,
+    calibration: CalibrationOverlay | None = None,
 ) -> ReplayResult:
     """Replay ``scenario`` on Spark with the controller in the loop; summary with replay keys.
 
@@ -68,7 +70,9 @@ def replay_spark(
     pays the executors' Python start; a benchmark of steady state also waits for its windows
     to fill); they still count in rows and correctness. A temporary working directory (no
     ``workdir`` given) is removed at the end unless ``keep_workdir``; ``progress(done, total)``
-    is called after every batch.
+    is called after every batch. A ``calibration`` (``trimtab calibrate``) gives the
+    controller the measured row cost and the partitions' capacity net of the batches' fixed
+    costs.
     """
     if warmup_batches < 0:
         raise ValueError(f"warmup_batches: must be >= 0, got {warmup_batches}")
@@ -82,6 +86,7 @@ def replay_spark(
         master,
         partitions,
         warmup_batches,
+        calibration,
     )
     own = spark is None
     spark = _session(spark, scenario, master, partitions)
@@ -222,7 +227,7 @@ def _steered_pipeline(
     from spark_adapter.substrate import SparkSubstrate
 
     q = compile_query(scenario)
-    ctx = spark_context(scenario, q, run.partitions, scale)
+    ctx = spark_context(scenario, q, run.partitions, scale, run.calibration)
     routing = RoutingPolicy(run.partitioner, q.op_id, q.key_groups, run.partitions)
     policy = make_policy(scenario, run.placement, ctx=ctx, routing=routing)
     ha = scenario.controller.ha

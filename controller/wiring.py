@@ -6,7 +6,8 @@ through here, so a scenario means the same controller everywhere.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from controller.config import Settings
 from controller.loop import Substrate
@@ -19,6 +20,9 @@ from core.topology import OperatorSpec, QueryNetwork
 from core.workload import rates
 from simulator import Simulator
 from simulator.looping import LoopingSimulator
+
+if TYPE_CHECKING:
+    from controller.calibration import CalibrationOverlay
 
 __all__ = [
     "make_context",
@@ -44,19 +48,44 @@ def make_context(scenario: ScenarioFile) -> Context:
     )
 
 
-def spark_context(scenario: ScenarioFile, query: Any, partitions: int, scale: float) -> Context:
-    """The controller's view of a Spark pipeline: key groups of the keyed stage on partitions."""
+def spark_context(
+    scenario: ScenarioFile,
+    query: Any,
+    partitions: int,
+    scale: float,
+    calibration: CalibrationOverlay | None = None,
+) -> Context:
+    """The controller's view of a Spark pipeline: key groups of the keyed stage on partitions.
+
+    Uncalibrated, a row costs the scenario's modelled CPU and a partition is one core. With a
+    calibration (``trimtab calibrate``), a row costs the measured seconds, and a partition's
+    capacity is what a batch leaves for work: ``(tick_s - batch_overhead_s -
+    task_overhead_s) / tick_s`` cores, so shedding starts where batches stop keeping up."""
     streams = list(query.sides)
-    op = OperatorSpec(
-        query.op_id, "aggregate", tuple(streams), max(query.cost_us.values()), 1.0, query.key_groups
-    )
+    cost_us = max(query.cost_us.values())
+    cap = 1.0
+    if calibration is not None:
+        cost_us = calibration.calibration.measured_us_per_row
+        bm = calibration.simulator.batch_model
+        cap = spark_capacity(scenario.tick_s, bm.batch_overhead_s, bm.task_overhead_s)
+    op = OperatorSpec(query.op_id, "aggregate", tuple(streams), cost_us, 1.0, query.key_groups)
     net = QueryNetwork(tuple(streams), (op,))
     idx = [s.id for s in scenario.streams]
     expected = (
         rates(scenario).mean(axis=0)[[idx.index(s) for s in streams]] / scenario.tick_s * scale
     )
-    cluster = Cluster(tuple(Node(f"p{i}", 1.0, 1.0) for i in range(partitions)))
+    cluster = Cluster(tuple(Node(f"p{i}", cap, 1.0) for i in range(partitions)))
     return Context(net, net.units(), cluster, expected, scenario.controller, scenario.seed)
+
+
+def spark_capacity(tick_s: float, batch_overhead_s: float, task_overhead_s: float) -> float:
+    """Cores of work a partition can do per second of input when every batch pays the fixed
+    costs (at least 5% of a core, so a badly fitted overhead still leaves a plan).
+
+    >>> spark_capacity(2.0, 0.9, 0.1)
+    0.5
+    """
+    return max(0.05, (tick_s - batch_overhead_s - task_overhead_s) / tick_s)
 
 
 def make_policy(
@@ -125,6 +154,15 @@ def make_daemon_wiring(
         raise ValueError("substrate.workdir: spark-external needs the pipeline's working directory")
     q = compile_query(sc)
     ext = ExternalSparkSubstrate(sub.workdir, list(q.sides), sub.partitions, sc.tick_s)
-    ctx = spark_context(sc, q, sub.partitions, 1.0)
+    cal = None
+    if sub.calibration:
+        from controller.calibration import apply_overlay, load_overlay
+
+        try:
+            cal = load_overlay(Path(sub.calibration))
+            apply_overlay(sc, cal)  # it must be this scenario's
+        except ValueError as e:
+            raise ValueError(f"substrate.calibration: {e}") from None
+    ctx = spark_context(sc, q, sub.partitions, 1.0, cal)
     routing = RoutingPolicy(sc.controller.partitioner, q.op_id, q.key_groups, sub.partitions)
     return ext, make_policy(sc, ctx=ctx, routing=routing, in_blackout=in_blackout)

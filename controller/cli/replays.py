@@ -108,8 +108,9 @@ def replay(
     """
     sc = load(scenario)
     _check_replay_flags(substrate, partitioner, input_dir, report)
+    overlay = None
     if calibration is not None:
-        sc = _calibrated(sc, calibration, substrate)
+        sc, overlay = _calibrated(sc, calibration, substrate)
     if ticks is not None and ticks > sc.ticks:
         err.print(f"note: --ticks {ticks} is beyond the scenario's {sc.ticks}; replaying those")
     try:
@@ -131,6 +132,7 @@ def replay(
                 warmup_batches=warmup_batches,
                 input_dir=input_dir,
                 keep_workdir=keep_workdir or workdir is not None,
+                calibration=overlay,
             )
         else:
             res = _replay_sim(sc, placement, ticks, seed, shedding, not json_out)
@@ -174,16 +176,18 @@ def _replay_spark_cli(run: Any, show_progress: bool, sc: ScenarioFile, **kw: Any
         )
 
 
-def _calibrated(sc: ScenarioFile, path: Path, substrate: str) -> ScenarioFile:
-    """The scenario with a calibration overlay applied, or exit 2 naming what is wrong."""
+def _calibrated(sc: ScenarioFile, path: Path, substrate: str) -> tuple[ScenarioFile, Any]:
+    """The scenario with a calibration overlay applied (the simulator) or as it is (Spark,
+    where the overlay calibrates the controller's load model), and the overlay; exit 2
+    naming what is wrong."""
     from controller.calibration import apply_overlay, load_overlay
 
-    if substrate != "sim":
-        fail("--calibration: a calibration tunes the simulator (use --substrate sim)")
     try:
-        return apply_overlay(sc, load_overlay(path))
+        overlay = load_overlay(path)
+        calibrated = apply_overlay(sc, overlay)
     except ValueError as e:
         fail(f"--calibration: {e}")
+    return (calibrated if substrate == "sim" else sc), overlay
 
 
 def _check_replay_flags(

@@ -127,7 +127,7 @@ def test_bad_calibration_input_is_one_line(tmp_path: Path) -> None:
     )
     _one_line_error(
         runner.invoke(
-            app, ["replay", str(SCENARIO), "--calibration", str(out), "--substrate", "spark"]
+            app, ["replay", str(other), "--calibration", str(out), "--substrate", "spark"]
         ),
         "--calibration",
     )
@@ -142,3 +142,49 @@ def test_bad_calibration_input_is_one_line(tmp_path: Path) -> None:
     before = bad.read_bytes()
     assert runner.invoke(app, ["validate", str(bad)]).exit_code == 2
     assert bad.read_bytes() == before
+
+
+def test_a_calibration_sets_the_controllers_spark_model(tmp_path: Path) -> None:
+    """Calibrated, a row costs the measured seconds and a partition is the share of a core a
+    batch leaves for work, so LP shedding starts where batches stop keeping up."""
+    from controller.calibration import load_overlay
+    from controller.wiring import spark_capacity, spark_context
+    from spark_adapter.query import compile_query
+
+    work = _workdir(tmp_path / "w", _batches())
+    out = tmp_path / "cal.yaml"
+    assert CliRunner().invoke(app, ["calibrate", str(work), "--out", str(out)]).exit_code == 0
+    sc = load_scenario(SCENARIO)
+    q = compile_query(sc)
+    plain = spark_context(sc, q, 2, 1.0)
+    cal = spark_context(sc, q, 2, 1.0, load_overlay(out))
+    assert plain.cluster.capacities().tolist() == [1.0, 1.0]
+    expected = (2.0 - OVER - T0) / 2.0  # the scenario's 2 s ticks
+    assert cal.cluster.capacities() == pytest.approx([expected, expected])
+    assert spark_capacity(2.0, OVER, T0) == pytest.approx(expected)
+    ratio = cal.units.coeff.sum() / plain.units.coeff.sum()
+    assert ratio == pytest.approx(250.0 / 200.0)  # measured 250 us a row against 200 modelled
+
+
+def test_the_daemon_refuses_a_calibration_of_another_scenario(tmp_path: Path) -> None:
+    from controller.config import load_settings, path_problems
+    from controller.wiring import make_daemon_wiring
+
+    work = _workdir(tmp_path / "w", _batches())
+    out = tmp_path / "cal.yaml"
+    assert CliRunner().invoke(app, ["calibrate", str(work), "--out", str(out)]).exit_code == 0
+    base = {
+        "substrate": {
+            "kind": "spark-external",
+            "workdir": str(tmp_path / "pipe"),
+            "scenario": str(SCENARIO.parent / "zipf-hotkey-shift.yaml"),
+            "calibration": str(out),
+        },
+        "metrics": {"port": 0},
+        "decision_log": str(tmp_path / "d.sqlite"),
+        "state_dir": str(tmp_path / "state"),
+    }
+    with pytest.raises(ValueError, match="substrate.calibration: .*spark-anticorrelated"):
+        make_daemon_wiring(load_settings(None, **base))
+    base["substrate"]["calibration"] = str(tmp_path / "missing.yaml")
+    assert any("substrate.calibration" in p for p in path_problems(load_settings(None, **base)))
