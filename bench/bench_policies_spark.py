@@ -7,7 +7,7 @@ per tuple, 2 partitions on ``local-cluster[2,1,1024]``, the input at ``SCALE`` x
 rate. Each placement method runs in the controller loop (a round every 2 batches); the first
 ``WARMUP`` batches (the correlation window of 20 batches and the global step) are run but not
 timed; the next are. Batch duration is the foreachBatch wall time. Every run's output is
-compared with the reference. Calibration: ``trimtab calibrate`` on the hash run's working
+compared with the reference. Calibration: ``trimtab calibrate --skip WARMUP`` on the hash run's working
 directory, then the calibrated simulator replays each method over the same ticks; its
 predicted batch durations and busiest-partition busy time are set beside the measured ones.
 """
@@ -101,8 +101,8 @@ def anticorrelated() -> tuple[str, dict[str, dict[str, Any]], str]:
 
 
 def calibration_table(sc: ScenarioFile, work: Path, out: dict[str, dict[str, Any]]) -> str:
-    """Calibrate on the hash run; predict every method's timed batches with the simulator."""
-    overlay = calibrate(work / "hash", skip=1)
+    """Calibrate on the hash run's timed batches; predict every method's with the simulator."""
+    overlay = calibrate(work / "hash", skip=WARMUP)  # steady state: executors warm
     cal_sc = apply_overlay(sc, overlay)
     bm = cal_sc.simulator.batch_model
     assert bm is not None
