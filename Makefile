@@ -39,6 +39,8 @@ bench: setup  # every benchmark; about two hours on 2 cores (the Spark ones domi
 	$(BIN)/python -m bench.bench_ha
 	$(BIN)/python -m bench.bench_window_drops
 	$(BIN)/python -m bench.bench_adaptive
+	$(BIN)/python -m bench.bench_policies_spark
+	$(BIN)/python -m bench.bench_soak
 
 clean:
 	rm -rf $(VENV) build *.egg-info reports

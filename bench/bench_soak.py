@@ -14,6 +14,7 @@ the decision log within its retention.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import sys
@@ -33,7 +34,7 @@ EVERY = 1000
 
 def _rows(db: Path) -> tuple[int, int]:
     """Rows of the decision log's rounds and plans tables."""
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as c:
         rounds = int(c.execute("SELECT COUNT(*) FROM rounds").fetchone()[0])
         return rounds, int(c.execute("SELECT COUNT(*) FROM plans").fetchone()[0])
 
@@ -59,8 +60,8 @@ def soak(rounds: int) -> list[dict[str, float]]:
                         "round": r,
                         "rss_mb": proc.memory_info().rss / 2**20,
                         "open_files": proc.num_fds(),
-                        "log_rows": _rows(db)[0],
-                        "plan_rows": _rows(db)[1],
+                        "log_rows": (rows := _rows(db))[0],
+                        "plan_rows": rows[1],
                         "log_mb": sum(f.stat().st_size for f in Path(tmp).glob("decisions*"))
                         / 2**20,
                         "s": time.perf_counter() - t0,
