@@ -70,9 +70,7 @@ def replay_spark(
     pays the executors' Python start; a benchmark of steady state also waits for its windows
     to fill); they still count in rows and correctness. A temporary working directory (no
     ``workdir`` given) is removed at the end unless ``keep_workdir``; ``progress(done, total)``
-    is called after every batch. A ``calibration`` (``trimtab calibrate``) gives the
-    controller the measured row cost and the partitions' capacity net of the batches' fixed
-    costs.
+    is called after every batch; a ``calibration`` calibrates the controller's load model.
     """
     if warmup_batches < 0:
         raise ValueError(f"warmup_batches: must be >= 0, got {warmup_batches}")
@@ -80,14 +78,8 @@ def replay_spark(
 
     scenario = with_shedding(scenario, shedding)
     ctl = scenario.controller
-    run = SparkRun(
-        placement or ctl.placement.method,
-        partitioner or ctl.partitioner,
-        master,
-        partitions,
-        warmup_batches,
-        calibration,
-    )
+    method, part = placement or ctl.placement.method, partitioner or ctl.partitioner
+    run = SparkRun(method, part, master, partitions, warmup_batches, calibration)
     own = spark is None
     spark = _session(spark, scenario, master, partitions)
     work = Path(workdir or tempfile.mkdtemp(prefix="trimtab-spark-"))
