@@ -98,11 +98,6 @@ def _quant(x: float, step: float) -> float:
     return float(np.floor(x / step + 1e-9) * step)
 
 
-def _corr_vec(x: Array, y: Array) -> Array:
-    """rho between each row of x and the single series y (0 for zero variance)."""
-    return loadstats.cross_correlation(x, y[None, :])[:, 0]
-
-
 def global_greedy(
     unit_x: Array,
     n: int,

@@ -98,18 +98,12 @@ def greedy_assign(x: Array, cap: Array, scored: NDArray[np.bool_], block: int = 
         j = nodes.least_loaded()
         q = np.floor((u @ (nodes.s / n - nodes.v[j])) / 0.1 + 1e-9) + pen
         b = max(1, left // (n * block)) if block > 0 and left > BLOCK_MIN else 1
-        if b == 1:
-            i = int(q.argmax())
-            pen[i] = -np.inf
-            left -= 1
-            out[ids[i]] = j
-            nodes.take(j, x[ids[i]], float(mean[ids[i]]))
-            continue
-        pick = _best(q, b)
+        pick = int(q.argmax()) if b == 1 else _best(q, b)  # an int: no fancy indexing
         pen[pick] = -np.inf
-        left -= pick.size
+        left -= np.size(pick)
         out[ids[pick]] = j
-        nodes.take(j, x[ids[pick]].sum(axis=0), float(mean[ids[pick]].sum()))
+        rows = x[ids[pick]]
+        nodes.take(j, rows if b == 1 else rows.sum(axis=0), float(np.sum(mean[ids[pick]])))
     for i in np.flatnonzero(~scored):  # light operators last, to the least-loaded node
         j = nodes.least_loaded()
         out[i] = j

@@ -86,26 +86,17 @@ def test_imported_events_replay_on_spark_exactly(spark, tmp_path: Path) -> None:
         replay_spark(other, spark=spark, workdir=tmp_path / "run2", input_dir=imp)
 
 
+def _import_sample(work: Path) -> subprocess.CompletedProcess[str]:
+    """``trimtab input import`` of the shipped sample (user keys, bytes values) into ``work``."""
+    exe = str(Path(sys.executable).with_name("trimtab"))
+    cmd = [exe, "input", "import", str(SAMPLE), "--workdir", str(work), "--stream", "clicks"]
+    cmd += ["--key-col", "user", "--value-col", "bytes"]
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
 def test_import_cli_one_line_errors(tmp_path: Path) -> None:
     exe = str(Path(sys.executable).with_name("trimtab"))
-    ok = subprocess.run(
-        [
-            exe,
-            "input",
-            "import",
-            str(SAMPLE),
-            "--workdir",
-            str(tmp_path / "w"),
-            "--stream",
-            "clicks",
-            "--key-col",
-            "user",
-            "--value-col",
-            "bytes",
-        ],
-        capture_output=True,
-        text=True,
-    )
+    ok = _import_sample(tmp_path / "w")
     assert ok.returncode == 0, ok.stderr
     assert '"rows_written": 3600' in ok.stdout
     for args, needle in (
@@ -184,24 +175,7 @@ def test_imported_events_run_through_the_pipeline_driver(tmp_path: Path) -> None
 
     exe = str(Path(sys.executable).with_name("trimtab"))
     work = tmp_path / "w"
-    imp = subprocess.run(
-        [
-            exe,
-            "input",
-            "import",
-            str(SAMPLE),
-            "--workdir",
-            str(work),
-            "--stream",
-            "clicks",
-            "--key-col",
-            "user",
-            "--value-col",
-            "bytes",
-        ],
-        capture_output=True,
-        text=True,
-    )
+    imp = _import_sample(work)
     assert imp.returncode == 0, imp.stderr
     scenario = ROOT / "examples" / "events-scenario.yaml"
     q = compile_query(load_scenario(scenario))
