@@ -192,6 +192,7 @@ def main() -> None:
             ("replicated (active)", kills["kill-active-live"]),
         )
     )
+    trig = kills["kill-live"]["trigger_s"]
     warm, cold = driver_kill(True), driver_kill(False)
     ov = passive_overhead()
     base, snap, act = ov["none"], ov["passive"], ov["active"]
@@ -225,8 +226,9 @@ Python workers cold, is a likely cause that this bench does not separate out.
 
 The same fault in a live stream, the way the pipeline runs in production
 (`tests.cluster.fault_runner kill-live|kill-active-live`): a writer adds one tick of input
-every 3 s, the query runs on a 3 s processing-time trigger (`trimtab pipeline run
---trigger-s 3`), and the kill hits the first batch after 21 s, in the steady state. Latency is
+every {trig:.0f} s, the query runs on a {trig:.0f} s processing-time trigger (`trimtab pipeline run
+--trigger-s {trig:.0f}`; normal batches take well under the trigger, the headroom a stream runs
+with), and the kill hits the first batch after 21 s, in the steady state. Latency is
 from a segment's arrival to its batch's commit: "backlog gone" is the time from the fault until
 the last segment slower than before the fault was committed (the replacement executor's cold
 start included):

@@ -37,9 +37,9 @@ from spark_adapter.verification import output_mismatch
 
 ROOT = Path(__file__).resolve().parents[2]
 FAULT_BATCH = 2
-LIVE_TRIGGER_S = 3.0
+LIVE_TRIGGER_S = 5.0
 LIVE_SCALE = 0.08  # normal batches then take about 2 s here: the stream runs below capacity
-LIVE_SEGMENTS = 16
+LIVE_SEGMENTS = 12
 LIVE_WARM_S = 21.0  # the fault hits the first batch starting this long after the writer began
 LIVE_FIRST_FAULT_BATCH = 3  # and not before this batch: the start-up backlog (the executors'
 # first Python workers) has drained and the stream is in its steady state

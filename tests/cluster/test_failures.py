@@ -51,9 +51,11 @@ def test_kill9_executor_in_the_middle_of_a_batch(tmp_path: Path) -> None:
 
 
 def test_kill9_in_a_live_stream_recovers_within_two_trigger_intervals(tmp_path: Path) -> None:
-    """The affected batch's time depends on when Spark notices the killed executor, which on a
-    loaded 2-core machine varied from 4.8 s to 10.4 s in back-to-back runs (and 7.4 s against a
-    6.5 s bound in a clean-clone CI run): up to three attempts, and one must meet the bound."""
+    """The stream runs on a 5 s trigger with normal batches of 2-3.3 s: the headroom a live
+    stream runs with. The affected batch re-runs the dead executor's tasks on the survivor while
+    the replacement executor boots on the same 2 cores; it took 4.3-7.8 s here (the batch's
+    fixed cost grew past a 3 s trigger's headroom, which made a 3 s bound flaky): up to three
+    attempts, and one must meet the bound."""
     for attempt in "abc":
         res = run_fault("kill-active-live", tmp_path / attempt)
         if res["affected_batch_s"] <= 2 * max(res["trigger_s"], res["normal_batch_s"]):
