@@ -36,6 +36,7 @@ class DecisionKind(StrEnum):
     RECOVER = "recover"
     SHED = "shed"
     REROUTE = "reroute"
+    SCALE = "scale"
 
 
 class Gates:

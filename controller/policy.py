@@ -10,7 +10,7 @@ dead nodes always happens, whatever the method.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -21,7 +21,7 @@ from controller.settings import ControllerSettings
 from core import loadstats
 from core.cluster import Cluster, alive_mask
 from core.observation import Observation
-from core.plans import HAPlan, Placement, Plan
+from core.plans import HAPlan, Placement, Plan, ScalePlan, ShedPlan
 from core.topology import QueryNetwork, Units
 from ha.recovery import replace_lost
 from placement.baselines import llf
@@ -117,10 +117,20 @@ class ControlPolicy:
         s = ctx.settings.placement
         self.holds = HoldList(s.ineffective_hold_rounds, s.churn_rounds)
         self.plan_table: Any = None  # a shedding.plan_table.PlanTable when enabled
+        self.scaling: Any = None  # a controller.scaling.ScalingPolicy when enabled
+        self.scale_note = ""  # this round's scaling reason when the count stayed
+        self.scale_pending = False  # nodes joined last round: place units on them now
+        if ctx.settings.scaling.enabled:
+            from controller.scaling import ScalingPolicy
+
+            self.scaling = ScalingPolicy(
+                ctx.settings.scaling, ctx.cluster.n, ctx.settings.interval_s
+            )
 
     def initial_plan(self) -> Plan:
-        """The first plan, from the load model."""
-        a = self.initial.initial(self.ctx, None)
+        """The first plan, from the load model (on ``scaling.min_nodes`` nodes when scaling)."""
+        k = self.scaling.min_nodes if self.scaling is not None else self.ctx.cluster.n
+        a = self.initial.initial(self._on(k), None)
         pl = Placement.from_array(self.ctx.units.ids, self.ctx.cluster.ids, a)
         ha = HAPlan(
             policy=self.ctx.settings.ha.policy,
@@ -128,19 +138,35 @@ class ControlPolicy:
         )
         note = self.initial.initial_note
         reason = f"initial placement by {self.initial.name}" + (f": {note}" if note else "")
-        return Plan(version=0, placement=pl, ha=ha, reason=reason)
+        scale = ScalePlan(nodes=k if self.scaling is not None else 0)
+        return Plan(version=0, placement=pl, ha=ha, scale=scale, reason=reason)
+
+    def _on(self, k: int) -> Context:
+        """The context of the first ``k`` nodes: what placement sees while k nodes run."""
+        if k == self.ctx.cluster.n:
+            return self.ctx
+        return replace(self.ctx, cluster=Cluster(self.ctx.cluster.nodes[:k]))
 
     def decide(self, unit_x: Array, node_x: Array, plan: Plan, obs: Observation) -> Decision:
-        """One control round: placement (with failure evacuation), then shedding on its result."""
-        d = self._route(self._decide_placement(unit_x, node_x, plan, obs), plan, obs)
+        """One control round: scaling, else placement (with failure evacuation); routing; then
+        shedding on the result (only at the scaling ceiling when scaling)."""
+        d = self._scale(unit_x, plan, obs) or self._decide_placement(unit_x, node_x, plan, obs)
+        if self.scale_note:
+            d = Decision(d.plan, d.kind, d.reason + "; " + self.scale_note, d.details)
+        d = self._route(d, plan, obs)
         method = self.ctx.settings.shedding.method
         if method == "none" or obs.input_rates.shape[1] == 0:
             return d
+        base = d.plan or plan
+        if (
+            self.scaling is not None
+            and base.scale.count(self.ctx.cluster.n) < self.scaling.max_nodes
+        ):
+            return self._no_shed_below_ceiling(d, base)
         from controller.shedding import decide_shedding, shed_model
 
-        base = d.plan or plan
         rates = obs.input_rates[:, -min(3, obs.input_rates.shape[1]) :].mean(axis=1)
-        alive = alive_mask(obs.node_status)
+        alive = alive_mask(obs.node_status) & base.scale.active(self.ctx.cluster.n)
         cap = self.ctx.cluster.capacities() * alive
         model = shed_model(
             self.ctx.network, self.ctx.units, base.placement.as_array(), cap.size, rates
@@ -170,6 +196,58 @@ class ControlPolicy:
         kind = DecisionKind.SHED if d.plan is None else f"{d.kind}+{DecisionKind.SHED}"
         return Decision(new, kind, (d.reason + "; " if d.plan else "") + sd.reason, details)
 
+    def _scale(self, unit_x: Array, plan: Plan, obs: Observation) -> Decision | None:
+        """A scale change, or the placement on the node count a scale-out started last round;
+        None when neither (the scaling reason then joins the round's reason).
+
+        Scale-out joins the nodes first and places units on them a round later, once they
+        have started, so no tuple waits for a node to start; scale-in places the units on
+        fewer nodes and releases the rest in one plan."""
+        self.scale_note = ""
+        if self.scaling is None:
+            return None
+        n = self.ctx.cluster.n
+        running = plan.scale.count(n)
+        sd = self.scaling.decide(obs, running, self.ctx.cluster.capacities())
+        if not sd.changed:
+            self.scale_note = sd.reason
+            if not self.scale_pending:
+                return None
+            self.scale_pending = False
+            return self._place_on(running, unit_x, plan, f"placed on the {running} running nodes")
+        self.rounds += 1
+        self.last_change_round = self.rounds
+        if sd.nodes > running:
+            self.scale_pending = True
+            why = f"{sd.reason}; units move once the new node(s) have started"
+            new = plan.next(scale=ScalePlan(nodes=sd.nodes), reason=why)
+            return Decision(new, DecisionKind.SCALE, why, {"scale": sd.numbers, "moved": 0})
+        self.scale_pending = False
+        d = self._place_on(sd.nodes, unit_x, plan, sd.reason)
+        assert d.plan is not None
+        new = d.plan.model_copy(update={"scale": ScalePlan(nodes=sd.nodes)})
+        return Decision(new, DecisionKind.SCALE, d.reason, {"scale": sd.numbers, **d.details})
+
+    def _place_on(self, k: int, unit_x: Array, plan: Plan, why: str) -> Decision:
+        """The placement method's own placement on the first ``k`` nodes (its global step)."""
+        self.last_change_round = self.rounds
+        assign = self.placement.initial(self._on(k), unit_x if unit_x.shape[1] else None)
+        self.placement.skip_global_step()  # that was its global step
+        moved = int(np.count_nonzero(assign != plan.placement.as_array()))
+        why = f"{why}; {moved} unit(s) placed by {self.placement.name}"
+        return self._emit(plan, assign, DecisionKind.PLACE, why, {"moved": moved})
+
+    def _no_shed_below_ceiling(self, d: Decision, base: Plan) -> Decision:
+        """Below the scaling ceiling the answer to load is more nodes: no shedding (a plan
+        that sheds is lifted)."""
+        why = "below the scaling ceiling: scale, not shed"
+        if all(x >= 1.0 for x in base.shed.keep):
+            return Decision(d.plan, d.kind, d.reason + "; " + why, d.details)
+        off = ShedPlan(method="none")
+        new = (d.plan or base.next(reason=why)).model_copy(update={"shed": off})
+        kind = DecisionKind.SHED if d.plan is None else f"{d.kind}+{DecisionKind.SHED}"
+        return Decision(new, kind, d.reason + "; " + why + " (shedding lifted)", d.details)
+
     def _route(self, d: Decision, plan: Plan, obs: Observation) -> Decision:
         """Routing on top of the placement decision (table from placement, hot-key quotas)."""
         if self.routing is None:
@@ -195,7 +273,8 @@ class ControlPolicy:
         a failover, evacuate dead nodes, or run the method's round through the gates."""
         self.rounds += 1
         assign = plan.placement.as_array()
-        before = _node_stats(unit_x, assign, self.ctx.cluster.n)
+        k = plan.scale.count(self.ctx.cluster.n)  # placement sees the running nodes only
+        before = _node_stats(unit_x, assign, k)
         recovered = self._recover(plan, assign, unit_x, obs, before)
         if recovered is not None:
             return recovered
@@ -203,7 +282,8 @@ class ControlPolicy:
         why = self.gates.before_round(unit_x.shape[1], self.rounds - self.last_change_round)
         if why is not None:
             return Decision(None, DecisionKind.HOLD, why, before)
-        res = self.placement.rebalance(self.ctx, unit_x, assign, alive_mask(obs.node_status))
+        alive = alive_mask(obs.node_status)[:k]
+        res = self.placement.rebalance(self._on(k), unit_x, assign, alive)
         new = res.assignment.copy()
         held = self.holds.filter(new, assign, self.rounds, churn=res.judged_by != "global step")
         moved = np.flatnonzero(new != assign)
@@ -213,7 +293,7 @@ class ControlPolicy:
             )
             details = {**before, **res.details, "blocked": held}
             return Decision(None, DecisionKind.HOLD, why, details)
-        after = _node_stats(unit_x, new, self.ctx.cluster.n)
+        after = _node_stats(unit_x, new, k)
         gain = before["node_variance_mean"] - after["node_variance_mean"]
         why = self.gates.on_proposal(int(moved.size), gain, res.judged_by)
         if why is not None:
@@ -250,7 +330,7 @@ class ControlPolicy:
             )
         load = loadstats.means(unit_x) if unit_x.shape[1] else self.ctx.expected_unit_load()
         cap = self.ctx.cluster.capacities()
-        alive = alive_mask(obs.node_status)
+        alive = alive_mask(obs.node_status) & plan.scale.active(self.ctx.cluster.n)
         r = replace_lost(assign, alive, load, cap, llf)
         if r.moved.size == 0 or not alive.any():
             return None

@@ -21,7 +21,7 @@ from controller.wiring import make_policy, make_simulator, with_shedding
 from core import loadstats
 from simulator import SimResult
 
-__all__ = ["ReplayResult", "replay_sim", "summarize"]
+__all__ = ["ReplayResult", "replay_sim", "scaling_summary", "summarize"]
 
 
 @dataclass
@@ -69,6 +69,8 @@ def replay_sim(
         plan_version=loop.plan.version,
         adaptation=adaptation(res.streams, scenario.drift_times(), scenario.controller.interval_s),
     )
+    if scenario.controller.scaling.enabled:
+        summary.update(scaling_summary(res))
     bm = scenario.simulator.batch_model
     if bm is not None:  # a calibrated micro-batch engine: its batches, predicted
         summary.update(predicted_batches(res.node_load.to_numpy(), scenario.tick_s, bm))
@@ -117,4 +119,17 @@ def summarize(res: SimResult, k: int) -> dict[str, Any]:
         "tuples_in": tot["in"],
         "tuples_out": tot["out"],
         "tuples_queued": tot["queued"],
+    }
+
+
+def scaling_summary(res: SimResult) -> dict[str, Any]:
+    """Scale actions, node-seconds (the resource cost) and the running nodes over time (the
+    times at which the count changed)."""
+    nodes = res.nodes if res.nodes is not None else pd.Series(dtype=float)
+    x = nodes.to_numpy()
+    at = [0, *np.flatnonzero(np.diff(x) != 0) + 1] if x.size else []
+    return {
+        "scale_actions": int(res.totals.get("scale_actions", 0)),
+        "node_seconds": float(res.totals.get("node_seconds", 0.0)),
+        "nodes_over_time": [[float(nodes.index[i]), int(x[i])] for i in at],
     }

@@ -161,6 +161,18 @@ def plot_recovery(
     return fig
 
 
+def plot_nodes(nodes: pd.DataFrame) -> Figure:
+    """Running nodes over time (scaling; a step plot)."""
+    fig = _figure()
+    ax = fig.add_subplot()
+    ax.step(nodes.index, nodes.iloc[:, 0], where="post")
+    ax.set_ylim(0, float(nodes.iloc[:, 0].max()) + 1)
+    ax.set_xlabel(_xlabel(nodes))
+    ax.set_ylabel("running nodes")
+    ax.set_title("Running nodes over time")
+    return fig
+
+
 def _png(fig: Figure, path: Path) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -182,6 +194,8 @@ def write_report(
     s.node_util.to_csv(out / "node_util.csv")
     s.backlog_s.to_csv(out / "backlog_s.csv")
     s.streams.to_csv(out / "streams.csv")
+    if s.nodes is not None and s.nodes.nunique() > 1:
+        s.nodes.to_csv(out / "nodes.csv")
     for name in ("shed", "placement", "events"):
         df = getattr(s, name, None)
         if df is not None:
@@ -245,6 +259,8 @@ REPORT_KEYS = (
     "migrations",
     "dropped_fraction",
     "lost_tuples",
+    "node_seconds",
+    "scale_actions",
 )
 
 
@@ -292,6 +308,9 @@ def _figures(
             "Shedding over time",
         )
     )
+    nodes = _read(out, "nodes")
+    if nodes is not None:
+        figs.append(("nodes.png", plot_nodes(nodes), "Running nodes over time (scaling)"))
     events = _read(out, "events", index=False)
     recovered = [d for d in decisions if str(d.get("kind", "")).startswith("recover")]
     if (events is None or not len(events)) and not recovered:

@@ -81,6 +81,14 @@ class ScenarioFile(Scenario):
                 raise ValueError(f"controller.placement.fixed.{op}: unknown node {node!r}")
         return self
 
+    @model_validator(mode="after")
+    def _scaling_bounds(self) -> ScenarioFile:
+        sc, n = self.controller.scaling, len(self.cluster.nodes)
+        for field, k in (("max_nodes", sc.max_nodes), ("min_nodes", sc.min_nodes)):
+            if sc.enabled and k is not None and k > n:
+                raise ValueError(f"controller.scaling.{field}: {k} exceeds the cluster's {n} nodes")
+        return self
+
     def with_controller(self, **changes: Any) -> ScenarioFile:
         """A copy whose controller settings have ``changes`` (nested models as models)."""
         return self.model_copy(update={"controller": self.controller.model_copy(update=changes)})

@@ -21,6 +21,7 @@ __all__ = [
     "ControllerSettings",
     "HASettings",
     "PlacementSettings",
+    "ScalingSettings",
     "SheddingSettings",
     "overlay",
 ]
@@ -114,6 +115,33 @@ class HASettings(BaseModel):
         return self
 
 
+class ScalingSettings(BaseModel):
+    """Scale the node count from measured true processing rates (DS2); shed only at the
+    ceiling. Off by default: every node of the cluster runs."""
+
+    model_config = _STRICT
+    enabled: bool = False
+    target_utilization: float = Field(
+        0.7, gt=0, le=1, description="plan the node count for this utilization"
+    )
+    min_nodes: int = Field(1, ge=1, description="never fewer nodes (the start)")
+    max_nodes: int | None = Field(
+        None, ge=1, description="never more nodes (default: every node of the cluster)"
+    )
+    cooldown_rounds: int = Field(1, ge=0, description="rounds without a scale change after one")
+    scale_in_after_s: float = Field(
+        60.0, ge=0, description="the load must stay low this long before a scale-in"
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ScalingSettings:
+        if self.max_nodes is not None and self.max_nodes < self.min_nodes:
+            raise ValueError(
+                f"scaling.max_nodes: {self.max_nodes} is below min_nodes {self.min_nodes}"
+            )
+        return self
+
+
 class ControllerSettings(BaseModel):
     """Everything the controller decides with: round interval, load window, policies."""
 
@@ -132,6 +160,7 @@ class ControllerSettings(BaseModel):
     placement: PlacementSettings = Field(default_factory=PlacementSettings)
     shedding: SheddingSettings = Field(default_factory=SheddingSettings)
     ha: HASettings = Field(default_factory=HASettings)
+    scaling: ScalingSettings = Field(default_factory=ScalingSettings)
 
 
 def overlay(base: BaseModel, top: BaseModel) -> Any:

@@ -21,6 +21,7 @@ __all__ = [
     "Placement",
     "Plan",
     "RoutingConfig",
+    "ScalePlan",
     "ShedPlan",
     "key_group_table",
     "key_group_units",
@@ -215,6 +216,26 @@ class HAPlan(BaseModel):
     standby: dict[str, str] = Field(default_factory=dict)
 
 
+class ScalePlan(BaseModel):
+    """How many nodes run: the first ``nodes`` of the placement's nodes, the rest released
+    (0: every node, the plan does not scale).
+
+    >>> ScalePlan(nodes=2).active(4), ScalePlan().active(2)
+    (array([ True,  True, False, False]), array([ True,  True]))
+    """
+
+    model_config = _FROZEN
+    nodes: int = Field(0, ge=0)
+
+    def count(self, n: int) -> int:
+        """Nodes running out of ``n``."""
+        return min(self.nodes, n) if self.nodes else n
+
+    def active(self, n: int) -> NDArray[np.bool_]:
+        """Mask of the running nodes among ``n``."""
+        return np.arange(n) < self.count(n)
+
+
 class Plan(BaseModel):
     """A versioned plan: what the substrate applies, and why it was made."""
 
@@ -225,8 +246,24 @@ class Plan(BaseModel):
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
     shed: ShedPlan = Field(default_factory=ShedPlan)
     ha: HAPlan = Field(default_factory=HAPlan)
+    scale: ScalePlan = Field(default_factory=ScalePlan)
     reason: str = ""
     details: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _on_running_nodes(self) -> Plan:
+        k = self.scale.count(len(self.placement.nodes))
+        off = [
+            u
+            for u, a in zip(self.placement.units, self.placement.assignment, strict=True)
+            if a >= k
+        ]
+        if off:
+            raise ValueError(
+                f"placement: unit {off[0]!r} is on a node the plan releases "
+                f"(scale.nodes = {self.scale.nodes})"
+            )
+        return self
 
     def to_json(self) -> str:
         """Serialize to JSON."""

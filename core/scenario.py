@@ -199,6 +199,9 @@ class SimulatorSettings(BaseModel):
     batch_model: BatchModel | None = Field(
         None, description="predict micro-batch durations (set by trimtab calibrate)"
     )
+    node_startup_s: float = Field(
+        10.0, ge=0, description="seconds a node that joins (scale out) takes before it serves"
+    )
     migration_base_s: float = Field(0.5, ge=0)
     migration_s_per_mb: float = Field(0.05, ge=0)
     detection_s: float = Field(

@@ -415,6 +415,7 @@ def main() -> None:
     )
 
     drift_scenarios()
+    elastic_scenarios()
 
 
 def _diurnal(k: int, base: float, phase: float) -> dict[str, Any]:
@@ -538,6 +539,64 @@ def drift_scenarios() -> None:
             ],
             "controller": {"window_k": 3, "partitioner": "ecapa"},
             "spark": {"executor_speeds": [1.0, 3.0]},
+        },
+    )
+
+
+ELASTIC_LEVELS = [0.3, 0.3, 0.6, 0.9, 1.2, 1.5, 1.8, 2.0, 2.0, 2.0, 1.8, 1.5, 1.2, 0.9, 0.6, 0.3]
+ELASTIC_LEVELS += [0.3, 0.3, 0.3, 0.3]  # one level per 60 s (one period of the pair)
+
+
+def _elastic_pair(phase: float) -> dict[str, Any]:
+    """One of the anti-phased pair: a 60 s sine whose mean follows ELASTIC_LEVELS (cores of
+    work for the pair together: a chain costs 1 ms per tuple, so 500 tuples/s per level)."""
+    pieces = [
+        (
+            60.0 * i,
+            {
+                "kind": "sine",
+                "base": 500 * lv,
+                "amplitude": 450 * lv,
+                "period_s": 60,
+                "phase_s": phase,
+            },
+        )
+        for i, lv in enumerate(ELASTIC_LEVELS)
+    ]
+    return _piecewise(*pieces)
+
+
+def elastic_scenarios() -> None:
+    """Continuous optimization: the input ramps from 0.3x to 2x one node's capacity and back;
+    the two streams are anti-phased, so which operators share a node decides its peaks."""
+    write(
+        "elastic-ramp",
+        {
+            "description": "Two anti-phased streams (60 s period) whose joint load ramps from 0.3 "
+            "to 2.0 cores and back (one node is 1 core), on up to 4 nodes: scale out and in "
+            "with the load, pair anti-phased operators on the nodes that run.",
+            "seed": 5,
+            "duration_s": 60 * len(ELASTIC_LEVELS),
+            "cluster": nodes(4),
+            "streams": [
+                {"id": "s0", "rate": _elastic_pair(0.0)},
+                {"id": "s1", "rate": _elastic_pair(30.0)},
+            ],
+            "operators": chain("s0", "a", [250.0] * 4) + chain("s1", "b", [250.0] * 4),
+            "simulator": {"node_startup_s": 10.0},
+            "controller": {
+                "interval_s": 10,
+                "window_k": 60,  # one period of the pair: shorter windows see noise as correlation
+                "placement": {"method": "correlation-twoway"},
+                "shedding": {"method": "lp"},  # only at the ceiling (4 nodes)
+                "scaling": {
+                    "enabled": True,
+                    "target_utilization": 0.7,
+                    "min_nodes": 1,
+                    "max_nodes": 4,
+                    "scale_in_after_s": 60,
+                },
+            },
         },
     )
 

@@ -25,6 +25,7 @@ from core.scenario import FaultSpec, Scenario
 from core.topology import QueryNetwork, Units
 from core.workload import key_epochs, key_group_shares, rates
 from simulator.ha_model import HAModel
+from simulator.node_pool import NodePool
 from simulator.result import SimResult, log_frame, stream_series
 
 __all__ = ["SimResult", "Simulator"]
@@ -66,6 +67,7 @@ class Simulator:
         self.overhead = np.zeros(self.n)  # queued non-tuple work (migrations), CPU-seconds
         self.recovery_q = np.zeros(self.n)  # replay and restore work after a failover, CPU-seconds
         self.status = [NodeStatus.UP] * self.n
+        self.pool = NodePool(self.n, self.tick_s, scenario.simulator.node_startup_s)
         self.slow = np.ones(self.n)
         self._until: dict[int, tuple[int, str]] = {}
         self.assign = np.zeros(self.m, dtype=np.int64)
@@ -141,6 +143,8 @@ class Simulator:
             for k in ("arrived", "admitted", "dropped", "completed", "queued", "lost", "latency")
         }
         self.rec_wout = np.zeros(T)
+        self.rec_nodes = np.zeros(T)
+        self.busy_core_s = 0.0
 
     # -------------------------------------------------------------- protocol
     def apply(self, plan: Plan) -> None:
@@ -160,6 +164,7 @@ class Simulator:
                 arc[loc] = min(1.0, max(0.0, x))
         self.input_keep, self.arc_keep = keep, arc
         self.ha.set_policy(plan.ha.policy, plan.ha.checkpoint_interval)
+        self.pool.apply(plan.scale.active(self.n), self.t)
         self.keep_log.append((self.t * self.tick_s, keep.copy()))
         self.placement_log.append(
             (self.t * self.tick_s, np.bincount(self.assign, minlength=self.n))
@@ -290,8 +295,9 @@ class Simulator:
             self._rebuild_coefficients()
         arr = self.arrivals[t]
         adm = arr * self.input_keep
-        up = alive_mask(self.status)
+        up = alive_mask(self.status) & self.pool.ready(t)
         cap = self.capacity * self.tick_s / self.slow * up
+        self.rec_nodes[t] = self.pool.tick()
         owed = (self.B + adm[None, :]) * self.involved
         self.overhead += self.ha.overhead((self.ucoeff @ adm) / self.tick_s, self.assign, up)
         demand = (self.ncoeff * owed).sum(axis=1) + self.overhead + self.recovery_q
@@ -311,13 +317,13 @@ class Simulator:
         self.rec_unit_load[t] = uload
         nload = np.bincount(self.assign, weights=uload, minlength=self.n)
         self.rec_node_load[t] = nload
-        self.rec_util[t] = np.divide(
-            np.minimum(demand, cap), cap, out=np.zeros(self.n), where=cap > 0
-        )
+        busy = np.minimum(demand, cap)
+        self.rec_util[t] = np.divide(busy, cap, out=np.zeros(self.n), where=cap > 0)
+        self.busy_core_s += float(busy.sum())
         work = self._backlog_work()
         self.rec_backlog[t] = work / self.capacity
         wait = np.divide(work, self.capacity / self.slow) + self.hop_s
-        wait = np.where(up, wait, wait + self._downtime_left())
+        wait = np.where(up, wait, wait + self._downtime_left() + self.pool.startup_left_s(t))
         self.rec["latency"][t] = wait[self.assign] @ self.uvisit + (
             (self.ucoeff / (self.capacity / self.slow)[self.assign][:, None]).sum(axis=0)
         )
@@ -402,6 +408,9 @@ class Simulator:
             "failover_moves": float(self.failover_moves),
             "lost_in_failover": float(self.lost_in_failover),
             "state_bytes_moved": self.state_bytes_moved,
+            "busy_core_s": self.busy_core_s,
+            "node_seconds": self.pool.node_seconds,
+            "scale_actions": float(self.pool.actions),
         }
 
     def result(self) -> SimResult:
@@ -419,4 +428,5 @@ class Simulator:
             shed=log_frame(self.keep_log, list(self.net.streams), np.ones(self.d)),
             placement=log_frame(self.placement_log, nodes, np.zeros(self.n, dtype=np.int64)),
             events=pd.DataFrame(self.events, columns=["time_s", "kind", "node"]),
+            nodes=pd.Series(self.rec_nodes[:t], index=idx, name="nodes"),
         )

@@ -25,6 +25,7 @@ class SimResult:
     shed: pd.DataFrame | None = None
     placement: pd.DataFrame | None = None  # units per node after each plan (index: time)
     events: pd.DataFrame | None = None  # faults: time_s, kind, node
+    nodes: pd.Series | None = None  # running nodes per tick (scaling)
 
 
 def stream_series(

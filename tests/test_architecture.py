@@ -17,6 +17,7 @@ PACKAGES = [
     "partitioners",
     "shedding",
     "ha",
+    "scaling",
     "controller",
     "simulator",
     "spark_adapter",

@@ -1,0 +1,1 @@
+"""Scaling policies (pure): how many nodes a stage needs, and when to change the count."""
