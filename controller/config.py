@@ -1,6 +1,6 @@
 """Daemon settings: a YAML file plus ``TRIMTAB_...`` environment variables, validated at start.
 
-The ``placement``, ``shedding`` and ``availability`` blocks are the controller's own settings
+The ``placement``, ``shedding``, ``scaling`` and ``availability`` blocks are the controller's own settings
 models (``controller.settings``), the same a scenario's ``controller:`` block holds; what a
 config sets overrides the steered scenario's values, the rest keeps them.
 
@@ -32,6 +32,7 @@ from controller.settings import (
     ControllerSettings,
     HASettings,
     PlacementSettings,
+    ScalingSettings,
     SheddingSettings,
     overlay,
 )
@@ -134,6 +135,7 @@ class Settings(BaseSettings):
     placement: PlacementSettings = Field(default_factory=PlacementSettings)
     shedding: SheddingSettings = Field(default_factory=SheddingSettings)
     availability: HASettings = Field(default_factory=HASettings)
+    scaling: ScalingSettings = Field(default_factory=ScalingSettings)
     substrate: SubstrateConfig = Field(default_factory=SubstrateConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     decision_log: str = Field(".trimtab/decisions.sqlite", description="SQLite decision log")
@@ -154,13 +156,18 @@ class Settings(BaseSettings):
 
     def controller_settings(self, base: ControllerSettings | None = None) -> ControllerSettings:
         """The settings the controller runs with: the steered scenario's (``base``) with every
-        field this config sets (round interval, window, placement, shedding, availability)."""
+        field this config sets (round interval, window, placement, shedding, scaling,
+        availability)."""
         top: dict[str, Any] = {}
         if "interval_s" in self.control.model_fields_set:
             top["interval_s"] = self.control.interval_s
         if "window_samples" in self.control.model_fields_set:
             top["window_k"] = self.control.window_samples
-        for mine, theirs in (("placement", "placement"), ("shedding", "shedding")):
+        for mine, theirs in (
+            ("placement", "placement"),
+            ("shedding", "shedding"),
+            ("scaling", "scaling"),
+        ):
             if mine in self.model_fields_set:
                 top[theirs] = getattr(self, mine)
         if "availability" in self.model_fields_set:

@@ -108,3 +108,19 @@ def test_a_scenario_asking_for_more_nodes_than_it_has_is_refused(tmp_path) -> No
     bad.write_text(ELASTIC.read_text().replace("max_nodes: 4", "max_nodes: 9"))
     with pytest.raises(ScenarioError, match=r"controller.scaling.max_nodes: 9 exceeds"):
         load_scenario(bad)
+
+
+def test_the_daemon_config_sets_scaling_over_the_scenario(tmp_path) -> None:
+    from controller.config import load_settings
+    from controller.wiring import make_daemon_wiring
+
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(
+        f"substrate:\n  kind: sim\n  scenario: {ELASTIC}\n"
+        "scaling:\n  target_utilization: 0.8\n  scale_in_after_s: 30\n"
+    )
+    _, policy = make_daemon_wiring(load_settings(cfg))
+    assert policy.scaling is not None
+    got = policy.ctx.settings.scaling
+    assert (got.target_utilization, got.scale_in_after_s, got.max_nodes) == (0.8, 30.0, 4)
+    assert policy.scaling.auto.p.scale_in_rounds == 3  # 30 s at 10 s rounds
