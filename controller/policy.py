@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from controller.gates import DecisionKind, Gates, HoldList
 from controller.settings import ControllerSettings
 from core import loadstats
-from core.cluster import Cluster, alive_mask
+from core.cluster import Cluster, NodeStatus, alive_mask
 from core.observation import Observation
 from core.plans import HAPlan, Placement, Plan, ScalePlan, ShedPlan
 from core.topology import QueryNetwork, Units
@@ -253,6 +253,12 @@ class ControlPolicy:
         if self.routing is None:
             return d
         base = d.plan or plan
+        running = base.scale.active(len(obs.node_status))
+        if not running.all():  # released partitions take no hot-key quota
+            down = tuple(
+                s if r else NodeStatus.DOWN for s, r in zip(obs.node_status, running, strict=True)
+            )
+            obs = replace(obs, node_status=down)
         new, why, info = self.routing.decide(obs, base.placement, base.routing)
         details = {**d.details, "routing": info}
         if new is None:

@@ -228,6 +228,7 @@ def _steered_pipeline(
         ha.policy,
         ha.checkpoint_interval,
         window_drops=scenario.controller.shedding.window_drops,
+        follow_executors=scenario.controller.scaling.enabled,
     )
     pipe = SparkPipeline(spark, q, work, opts)
     sub = SparkSubstrate(pipe, list(q.sides), scenario.tick_s)
@@ -296,7 +297,21 @@ def _summary(
         "migrations": _migrations(sub.published),
         "plan_versions": len(sub.published),
         **_partition_figures(stats, real, timed),
+        **_scaling_figures(real, sub.published),
         "routing_per_batch": _routing_per_batch(timed, pipe),
+    }
+
+
+def _scaling_figures(real: list[Any], plans: list[Any]) -> dict[str, Any]:
+    """Per batch, the partitions it ran and the executors alive; the scale changes the
+    controller published; executor-seconds (batch durations times live executors)."""
+    execs = [int(s.info.get("live_executors", 0)) for s in real]
+    counts = [p.scale.nodes for p in plans]
+    return {
+        "running_partitions_per_batch": [int(s.info.get("running_partitions", 0)) for s in real],
+        "executors_per_batch": execs,
+        "scale_actions": sum(a != b for a, b in itertools.pairwise(counts)),
+        "executor_seconds": float(sum(s.duration_s * e for s, e in zip(real, execs, strict=True))),
     }
 
 

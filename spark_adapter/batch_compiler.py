@@ -116,8 +116,8 @@ def route_sql(plan: Plan, q: QuerySpec, partitions: int, *, state: bool = False)
     'CAST(CASE WHEN key IN (CAST(5 AS BIGINT)) THEN element_at(map(CAST(5 AS BIGINT), 0), key) ELSE element_at(array(1, 0), kg + 1) END AS INT)'
     """
     if every_key_split(plan):
-        if state:
-            return "CAST(pid AS INT)"
+        if state:  # partial state stays where it is, unless its partition was released
+            return f"CAST(pmod(pid, {partitions}) AS INT)"
         return f"CAST(pmod(xxhash64(event_id, CAST({ROUTE_SEED} AS BIGINT)), {partitions}) AS INT)"
     table = key_group_table(plan.placement, q.op_id, q.key_groups, partitions)
     cold = f"element_at(array({', '.join(str(p) for p in table)}), kg + 1)"
@@ -256,7 +256,8 @@ class BatchSpec:
     batch_id: int
     plan_version: int
     replay: bool
-    partitions: int
+    partitions: int  # this batch's keyed partitions: the plan's running nodes
+    slots: int  # the pipeline's partitions (statistics arrays are this long)
     wm_prev: float
     wm: float
     keep: tuple[tuple[str, float], ...]  # per stream, as pinned
@@ -280,13 +281,23 @@ def compile_batch(
     floors: DropFloors | None = None,
 ) -> BatchSpec:
     """The batch spec of ``pin`` under ``plan``; ``floors`` switches to whole-window drops
-    (``None``: tuple drops)."""
+    (``None``: tuple drops). ``partitions`` is the pipeline's; the batch folds into the plan's
+    running share of them (``plan.scale``), the state of b - 1 re-routed in the same shuffle."""
     shed_windows = floors is not None and window_keep(plan, q) < 1.0
+    running = plan.scale.count(partitions)
+    for key, quotas in plan.routing.hot.items():
+        released = [pid for pid, _ in quotas if pid >= running]
+        if released:
+            raise ValueError(
+                f"routing.hot.{key}: partition {released[0]} is released "
+                f"(scale.nodes = {plan.scale.nodes})"
+            )
     return BatchSpec(
         batch_id=pin.batch_id,
         plan_version=plan.version,
         replay=pin.replay,
-        partitions=partitions,
+        partitions=running,
+        slots=partitions,
         wm_prev=pin.watermark_prev,
         wm=pin.watermark,
         keep=tuple((s, float(plan.shed.keep_of(s))) for s in q.sides),
@@ -294,8 +305,8 @@ def compile_batch(
         input_filter=filter_sql(q),
         pane_columns=tuple(pane_columns_sql(q).items()),
         window_keep=window_tuple_sql(floors, q) if shed_windows and floors else None,
-        route=route_sql(plan, q, partitions),
-        state_route=route_sql(plan, q, partitions, state=True),
+        route=route_sql(plan, q, running),
+        state_route=route_sql(plan, q, running, state=True),
         emit=window_emit_sql(floors, q) if floors is not None else None,
         split_keys=split_keys(plan),
         every_key_split=every_key_split(plan),

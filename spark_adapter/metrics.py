@@ -82,6 +82,7 @@ class RestPoller:
                 "total_duration_s": e.get("totalDuration", 0) / 1000.0,
                 "failed_tasks": e.get("failedTasks", 0),
                 "host_port": e.get("hostPort", ""),
+                "rdd_blocks": int(e.get("rddBlocks", 0)),
             }
             for e in raw
         ]

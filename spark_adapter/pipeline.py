@@ -43,19 +43,20 @@ from spark_adapter import verification
 from spark_adapter.actuator import BatchPin, PlanLog, PlanStore
 from spark_adapter.batch_compiler import BatchSpec, compile_batch, drop_floors, window_keep
 from spark_adapter.batchstats import BatchStats, write_batch_stats
+from spark_adapter.executor_pool import ExecutorPool, live_executor_count
 from spark_adapter.operators import ROW_COLUMNS, ROW_DDL
 from spark_adapter.query import QuerySpec
 from spark_adapter.recovery import Retention, SegmentIndex, restore, snapshot_state
 from spark_adapter.source import INPUT_SCHEMA_DDL, InputLog
 
-__all__ = ["PipelineOptions", "SparkPipeline", "live_executor_count"]
+__all__ = ["PipelineOptions", "SparkPipeline"]
 
 
 @dataclass(frozen=True)
 class PipelineOptions:
     """How a pipeline runs, fixed at construction.
 
-    * ``partitions``: the keyed stage's partitions;
+    * ``partitions``: the keyed stage's partitions (a plan's ``scale`` runs fewer);
     * ``truncate_every``: a reliable checkpoint of the state every k batches (0: never);
     * ``snapshot_every``: passive standby, a Parquet state snapshot every k batches (0: none);
       with ``snapshot_mtbf_s`` k adapts by Young/Daly to the measured snapshot cost
@@ -63,7 +64,9 @@ class PipelineOptions:
       ``snapshot_max_every``);
     * ``retention``: input-log trimming, ``none``, ``upstream`` or ``passive`` (``recovery``);
     * ``replicate_state``: active standby, every cached state block on two executors;
-    * ``window_drops``: shed whole windows (``shedding.window_drops``) instead of tuples.
+    * ``window_drops``: shed whole windows (``shedding.window_drops``) instead of tuples;
+    * ``follow_executors``: one executor per running partition, requested and released at
+      batch starts (``executor_pool``; standalone and local-cluster masters).
     """
 
     partitions: int
@@ -74,6 +77,7 @@ class PipelineOptions:
     retention: str = "none"
     replicate_state: bool = False
     window_drops: bool = False
+    follow_executors: bool = False
 
     @classmethod
     def for_ha(cls, partitions: int, policy: str, k: int = 10, **more: Any) -> PipelineOptions:
@@ -114,21 +118,6 @@ class PipelineOptions:
             raise ValueError("truncate_every, snapshot_every: must not be negative")
         if self.retention not in ("none", "upstream", "passive"):
             raise ValueError(f"retention: unknown mode {self.retention!r}")
-
-
-def live_executor_count(spark: SparkSession) -> Callable[[], int]:
-    """Executors registered with the driver now (block managers other than the driver's).
-
-    In ``local[N]`` the driver runs the tasks itself and cannot lose an executor: unbounded.
-    """
-    sc = spark.sparkContext
-
-    def count() -> int:
-        if sc.master.startswith("local") and not sc.master.startswith("local-cluster"):
-            return 1 << 30
-        return max(0, int(sc._jsc.sc().getExecutorMemoryStatus().size()) - 1)
-
-    return count
 
 
 class SparkPipeline:
@@ -175,6 +164,7 @@ class SparkPipeline:
         self.max_ts = -math.inf
         spark.sparkContext.setCheckpointDir(str(self.dir / "rdd-checkpoints"))
         self.live_executors = live_executor_count(spark)
+        self.pool = ExecutorPool(spark) if options.follow_executors else None
 
     # ------------------------------------------------------------------ compile
     def version_keep(self, version: int) -> float:
@@ -214,6 +204,7 @@ class SparkPipeline:
         if self.fault_hook is not None and not refold:
             self.fault_hook(batch_id, "start")
         spec = self.compile(plan, pin)
+        executors = self.pool.follow(spec.partitions, batch_id) if self.pool and not refold else {}
         res = steps.fold(steps.shed_and_route(df, self._prev_state(batch_id), spec), spec, self.q)
         marks.append(("plan", time.perf_counter()))
         state, state_rows, folded_at, checkpointed = self._keep_state(res, batch_id)
@@ -232,6 +223,9 @@ class SparkPipeline:
             stats, spec, self.q, span, time.perf_counter() - t0, state_rows, rows_out, len(split)
         )
         st.info["live_executors"] = self.live_executors()
+        st.info["running_partitions"] = spec.partitions
+        if executors:
+            st.info["executors"] = executors
         if not refold:
             self._commit(st, plan, state, checkpointed)
         marks.append(("commit", time.perf_counter()))
@@ -261,7 +255,9 @@ class SparkPipeline:
         every = self.opts.truncate_every
         checkpointed = bool(every and (batch_id + 1) % every == 0)
         if checkpointed:
+            cached = state
             state = state.checkpoint(eager=True)  # reliable: cuts lineage, survives executor loss
+            cached.unpersist()  # the checkpoint is what later batches read
         return state, rows, folded, checkpointed
 
     def _retire_states(self, batch_id: int, state: DataFrame) -> None:

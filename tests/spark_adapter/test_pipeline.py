@@ -497,3 +497,51 @@ def test_replay_cli_on_spark_reports_the_spark_keys(tmp_path: Path) -> None:
     )
     assert bad.returncode == 2 and "warmup-batches" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_partition_count_change_mid_stream_matches_the_reference(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Scale 2 -> 1 -> 2 partitions at batch boundaries: the state of b - 1 is re-routed into
+    the new layout in the batch's own shuffle, so the output equals the reference, the state
+    arrives whole, and a replayed batch folds into its pinned partition count."""
+    from core.plans import ScalePlan
+
+    _, q, pipe = make(spark, tmp_path, segments=6)
+    g = q.key_groups
+    key = ["key", "window_start"]
+    pipe.plans.publish(plan(q, [i % 2 for i in range(g)]))
+    for b in range(6):
+        if b == 2:  # scale in: every key group onto partition 0, partition 1 released
+            pipe.plans.publish(plan(q, [0] * g, 0).next(scale=ScalePlan(nodes=1)))
+        pipe.process(segment(spark, pipe, b), b)
+        if b == 3:  # scale out again, then replay batch 3: it keeps its pinned single partition
+            first = pd.read_parquet(tmp_path / "output" / "batch=3").sort_values(key)
+            pipe.plans.publish(plan(q, [(i + 1) % 2 for i in range(g)], 1).next())
+            again = pipe.process(segment(spark, pipe, 3), 3)
+            assert again.replay and again.plan_version == 1 and again.rows[1] == 0
+            pd.testing.assert_frame_equal(
+                first.reset_index(drop=True),
+                pd.read_parquet(tmp_path / "output" / "batch=3").sort_values(
+                    key, ignore_index=True
+                ),
+            )
+            state3 = pipe.states[3].toPandas()
+    st = pipe.stats
+    assert [st[b].plan_version for b in range(6)] == [0, 0, 1, 1, 2, 2]
+    assert all(st[b].rows[1] == 0 and st[b].rows[0] > 0 for b in (2, 3))  # one partition
+    assert all(st[b].rows.size == 2 for b in range(6))  # statistics keep the pipeline's width
+    assert all((st[b].rows > 0).all() for b in (0, 1, 4, 5))
+    assert (state3["pid"] == 0).all() and len(state3) > 0  # the state sat in partition 0
+    assert st[2].state_moved > 0 and st[4].state_moved > 0
+    pipe.flush()
+    assert_matches_reference(pipe.output(), pipe.reference()[0])
+    pipe.cleanup()
+
+
+def test_a_quota_on_a_released_partition_is_refused() -> None:
+    from core.plans import ScalePlan
+
+    sc = load_scenario(SCENARIOS / "seed-groupby-window.yaml")
+    q = compile_query(sc)
+    p = plan(q, [0] * q.key_groups, hot={5: ((0, 0.5), (1, 0.5))}).next(scale=ScalePlan(nodes=1))
+    with pytest.raises(ValueError, match=r"routing.hot.5: partition 1 is released"):
+        spec_of(p, q)
