@@ -298,6 +298,7 @@ def _summary(
         "plan_versions": len(sub.published),
         **_partition_figures(stats, real, timed),
         **_scaling_figures(real, sub.published),
+        "executor_actions": list(pipe.pool.log) if pipe.pool is not None else [],
         "routing_per_batch": _routing_per_batch(timed, pipe),
     }
 
@@ -310,6 +311,7 @@ def _scaling_figures(real: list[Any], plans: list[Any]) -> dict[str, Any]:
     return {
         "running_partitions_per_batch": [int(s.info.get("running_partitions", 0)) for s in real],
         "executors_per_batch": execs,
+        "batch_duration_s_per_batch": [round(s.duration_s, 3) for s in real],
         "scale_actions": sum(a != b for a, b in itertools.pairwise(counts)),
         "executor_seconds": float(sum(s.duration_s * e for s, e in zip(real, execs, strict=True))),
     }

@@ -600,18 +600,19 @@ def elastic_scenarios() -> None:
         },
     )
 
-    # the same shape for Spark: a keyed count whose input steps from 0.3 to 2 executor-cores
-    # of work and back (1 s ticks; at --scale 0.1 a tick of the high rate costs 2 CPU-seconds)
-    low, high = 1500.0, 10_000.0
+    # the same shape for Spark: a keyed count whose input steps from 0.3 to 1.2 executor-cores
+    # of work and back (3 s ticks, so a batch's fixed cost leaves room; at --scale 0.1 a tick
+    # of the high rate costs 3.6 CPU-seconds: one executor falls behind, two keep up)
+    low, high = 1500.0, 6000.0
     write(
         "spark-elastic-ramp",
         {
-            "description": "A keyed windowed count whose load steps from 0.3 to 2 executor-cores "
+            "description": "A keyed windowed count whose load steps from 0.3 to 1.2 executor-cores "
             "and back (at replay scale 0.1): on local-cluster the controller scales from 1 to 2 "
             "executors and back without halting the query.",
             "seed": 9,
-            "duration_s": 28,
-            "tick_s": 1.0,
+            "duration_s": 84,
+            "tick_s": 3.0,
             "cluster": nodes(2),
             "simulator": {"rate_scale": 0.1},  # the simulator at the Spark replay's scale
             "streams": [
@@ -620,7 +621,7 @@ def elastic_scenarios() -> None:
                     "rate": {
                         "kind": "step",
                         "rate": low,
-                        "steps": [[6.0, high], [16.0, low]],
+                        "steps": [[18.0, high], [48.0, low]],
                     },
                     "keys": {"space": 1000, "distribution": "zipf", "s": 0.8},
                 }
@@ -632,19 +633,19 @@ def elastic_scenarios() -> None:
                     "inputs": ["s"],
                     "cost_us": 2000.0,
                     "key_groups": 8,
-                    "window": {"size_s": 4, "slide_s": 1},
+                    "window": {"size_s": 12, "slide_s": 3},
                     "params": {"key": "k", "agg": "count"},
                 }
             ],
             "controller": {
-                "interval_s": 2,
+                "interval_s": 6,
                 "window_k": 4,
                 "placement": {"method": "least-loaded"},
                 "scaling": {
                     "enabled": True,
                     "min_nodes": 1,
                     "max_nodes": 2,
-                    "scale_in_after_s": 4,
+                    "scale_in_after_s": 12,
                 },
             },
         },

@@ -6,7 +6,9 @@ application's executor target (``requestExecutors`` adds to a target that, witho
 allocation, starts at 0, so it cannot grow a static application), ``killExecutor`` releases one
 (standalone and local-cluster masters; ``local[N]`` runs tasks in the driver and has nothing to
 scale). A new executor registers within seconds; until then the batch's partitions share the
-executors there are. An executor is released only when it holds
+executors there are; the first batch that runs on it pays its Python workers' start (a
+background warm-up job was tried: on 2 cores it slowed the batches it ran beside more than it
+saved). An executor is released only when it holds
 no cached block (``rddBlocks`` in Spark's REST API): the state the next batch reads is cached
 on executors, so a release waits for the batches that retire that state.
 """
@@ -39,6 +41,7 @@ class ExecutorPool:
 
     def __init__(self, spark: Any) -> None:
         sc = spark.sparkContext
+        self.spark = spark
         self.jsc = sc._jsc.sc()
         self.enabled = sc.master.startswith(("local-cluster", "spark://"))
         self.poller = (
@@ -46,8 +49,7 @@ class ExecutorPool:
             if self.enabled
             else None
         )
-        # the executors registered now (block managers other than the driver's)
-        self.target = max(0, int(self.jsc.getExecutorMemoryStatus().size()) - 1)
+        self.target = 0  # the executors asked for (0: what the application started with)
         self.released: set[str] = set()  # killed, perhaps not yet deregistered
         self.log: list[dict[str, Any]] = []
         jvm = sc._jvm
@@ -68,29 +70,31 @@ class ExecutorPool:
         ]
 
     def follow(self, partitions: int, batch_id: int) -> dict[str, Any]:
-        """Move the executor target toward ``partitions``; what was done, for the batch's
-        statistics."""
+        """Move the executors toward ``partitions``; what was done, for the batch's statistics.
+
+        More wanted than asked for: raise the target. More live than wanted (an application
+        started with more, or after a scale-in): release the idle ones, keep the rest until a
+        later batch finds them idle."""
         if not self.enabled:
             return {}
         live = self._live()
         if live is None:
             return {"waiting": "Spark's REST API did not answer"}
         done: dict[str, Any] = {"live": len(live), "target": self.target}
-        if partitions > self.target:
+        if partitions > max(self.target, len(live)):
             self.jsc.requestTotalExecutors(partitions, 0, self._no_locality)
-            done["requested"] = partitions - self.target
-            self.target = partitions
-        elif partitions < self.target:
-            ids = releasable(live, min(self.target, len(live)) - partitions)
+            done["requested"] = partitions - max(self.target, len(live))
+        elif len(live) > partitions:
+            ids = releasable(live, len(live) - partitions)
             for i in ids:
                 self.jsc.killExecutor(i)
             self.released.update(ids)
-            self.target -= len(ids)
             done["released"] = ids
-            if self.target > partitions:
+            if len(live) - len(ids) > partitions:
                 done["waiting"] = "executors hold cached state the next batch may read"
+        self.target = partitions
         if len(done) > 2:
-            self.log.append({"batch": batch_id, **done, "target_after": self.target})
+            self.log.append({"batch": batch_id, **done})
         return done
 
 
