@@ -34,6 +34,7 @@ __all__ = [
     "overlay_yaml",
     "predicted_batches",
     "read_batches",
+    "recorded_scenario",
 ]
 
 RUN_FILE = "run.json"  # what replay_spark ran: the scenario, scale and partitions
@@ -119,18 +120,22 @@ def _ticks(batches: list[BatchStats]) -> np.ndarray:
     return np.array([b.event_range[0] >> 32 for b in batches], dtype=np.int64)
 
 
+def recorded_scenario(workdir: Path) -> ScenarioFile:
+    """The scenario ``replay_spark`` recorded in ``workdir/run.json``."""
+    run = workdir / RUN_FILE
+    if not run.exists():
+        raise ValueError(f"{workdir}: no {RUN_FILE}; name the scenario with --scenario")
+    doc = json.loads(run.read_text())
+    return ScenarioFile.model_validate(doc["scenario"] | {"base_dir": doc["base_dir"]})
+
+
 def calibrate(
     workdir: Path, scenario: ScenarioFile | None = None, skip: int = 1
 ) -> CalibrationOverlay:
     """Fit a run's batches (the first ``skip`` left out: executor start-up) into an overlay of
     ``scenario`` (default: the one ``replay_spark`` recorded in ``workdir/run.json``)."""
     batches = read_batches(workdir)[skip:]
-    if scenario is None:
-        run = workdir / RUN_FILE
-        if not run.exists():
-            raise ValueError(f"{workdir}: no {RUN_FILE}; name the scenario with --scenario")
-        doc = json.loads(run.read_text())
-        scenario = ScenarioFile.model_validate(doc["scenario"] | {"base_dir": doc["base_dir"]})
+    scenario = scenario or recorded_scenario(workdir)
     if not batches:
         raise ValueError(f"{workdir}: no batches left after skipping the first {skip}")
     f = fit_batches(batches)

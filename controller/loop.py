@@ -29,8 +29,10 @@ class Substrate(Protocol):
         """Load samples since the previous call."""
         ...
 
-    def apply(self, plan: Plan) -> None:
-        """Adopt ``plan`` at the next tick or micro-batch boundary."""
+    def apply(self, plan: Plan) -> Plan | None:
+        """Adopt ``plan`` at the next tick or micro-batch boundary; the plan as applied when
+        the substrate changed it (a Spark substrate publishes after plans other writers
+        published, carrying their operator parameters), else None."""
         ...
 
 
@@ -84,7 +86,7 @@ class ControlLoop:
 
     def start(self) -> Plan:
         """Apply the initial plan (even in dry run: the substrate needs some placement)."""
-        self.substrate.apply(self.plan)
+        self.plan = self.substrate.apply(self.plan) or self.plan
         return self.plan
 
     def tick(self) -> Decision:
@@ -97,8 +99,7 @@ class ControlLoop:
         decision = self.policy.decide(self.units.series(), self.nodes.series(), self.plan, obs)
         applied = False
         if decision.plan is not None and not self.dry_run:
-            self.substrate.apply(decision.plan)
-            self.plan = decision.plan
+            self.plan = self.substrate.apply(decision.plan) or decision.plan
             applied = True
         self.round += 1
         details = _jsonable(decision.details)

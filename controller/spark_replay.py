@@ -381,12 +381,13 @@ def _accounting(stats: list[Any], pipe: Any, rows_in: int, dropped: int) -> dict
 
 
 def _expected_processed(pipe: Any) -> int:
-    """Rows that should reach the keyed stage: kept by the pinned drops and passing the filters."""
-    from spark_adapter.operators import passes_filters
+    """Rows that should reach the keyed stage: kept by the pinned drops and passing the pinned
+    filters."""
+    from spark_adapter.verification import pinned_filters
 
     ev = pipe.input.read()
     keep, covered = pipe.pinned_keep(ev)
-    return int((keep & covered & passes_filters(ev, pipe.q)).sum())
+    return int((keep & covered & pinned_filters(ev, pipe.pinned())).sum())
 
 
 def _series(stats: list[Any], n: int) -> SimResult:

@@ -247,6 +247,9 @@ class Plan(BaseModel):
     shed: ShedPlan = Field(default_factory=ShedPlan)
     ha: HAPlan = Field(default_factory=HAPlan)
     scale: ScalePlan = Field(default_factory=ScalePlan)
+    # operator id -> parameters in effect from this plan on (a filter's predicate), over the
+    # query's own; a batch pinned to this plan runs with them
+    operators: dict[str, dict[str, float | str]] = Field(default_factory=dict)
     reason: str = ""
     details: dict[str, Any] = Field(default_factory=dict)
 

@@ -66,6 +66,23 @@ class PlanStore:
         atomic_write(self.root / "current", str(plan.version).encode())
         return plan.version
 
+    def publish_next(self, plan: Plan) -> Plan:
+        """Publish a controller's ``plan`` after whatever is current: renumbered past another
+        writer's newer version, and carrying the current plan's operator parameters (those
+        are the user's, ``trimtab publish-operator``; the controller never sets them)."""
+        v = self.current_version()
+        if v is not None:
+            cur = self.load(v)
+            update: dict[str, Any] = {}
+            if cur.operators != plan.operators:
+                update["operators"] = cur.operators
+            if v >= plan.version and cur != plan:
+                update["version"] = v + 1
+            if update:
+                plan = plan.model_copy(update=update)
+        self.publish(plan)
+        return plan
+
     def current_version(self) -> int | None:
         """The version ``current`` points at, or None before the first publish."""
         c = self.root / "current"

@@ -22,7 +22,7 @@ from core.plans import Plan, key_group_table
 from shedding.drops import drop_seed
 from shedding.window_drops import WINDOW_BATCH, block_size, floor_steps
 from spark_adapter.actuator import BatchPin, PinRow
-from spark_adapter.query import QuerySpec
+from spark_adapter.query import QuerySpec, with_operator_params
 
 __all__ = [
     "ROUTE_SEED",
@@ -271,6 +271,7 @@ class BatchSpec:
     split_keys: tuple[int, ...]  # merged on the driver
     every_key_split: bool  # round-robin: merged on the cluster
     costs_by_side: tuple[tuple[int, float], ...]  # per-row CPU cost (us) of each side
+    query: QuerySpec  # the keyed stage with the plan's operator parameters in effect
 
 
 def compile_batch(
@@ -284,6 +285,7 @@ def compile_batch(
     (``None``: tuple drops). ``partitions`` is the pipeline's; the batch folds into the plan's
     running share of them (``plan.scale``), the state of b - 1 re-routed in the same shuffle."""
     shed_windows = floors is not None and window_keep(plan, q) < 1.0
+    q = with_operator_params(q, plan.operators)
     running = plan.scale.count(partitions)
     for key, quotas in plan.routing.hot.items():
         released = [pid for pid, _ in quotas if pid >= running]
@@ -311,4 +313,5 @@ def compile_batch(
         split_keys=split_keys(plan),
         every_key_split=every_key_split(plan),
         costs_by_side=tuple(sorted(q.costs_by_side.items())),
+        query=q,
     )

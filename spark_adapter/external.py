@@ -40,7 +40,9 @@ class ExternalSparkSubstrate:
                 fresh.append(read_batch_stats(f))
         return observation_from_batches(fresh, self.n, self.streams, self.tick_s, self.version)
 
-    def apply(self, plan: Plan) -> None:
-        """Publish the plan; the pipeline's next batch pins it."""
-        self.plans.publish(plan)
+    def apply(self, plan: Plan) -> Plan:
+        """Publish the plan (after any newer plan, with the user's operator parameters); the
+        pipeline's next batch pins it."""
+        plan = self.plans.publish_next(plan)
         self.version = plan.version
+        return plan

@@ -205,7 +205,9 @@ class SparkPipeline:
             self.fault_hook(batch_id, "start")
         spec = self.compile(plan, pin)
         executors = self.pool.follow(spec.partitions, batch_id) if self.pool and not refold else {}
-        res = steps.fold(steps.shed_and_route(df, self._prev_state(batch_id), spec), spec, self.q)
+        res = steps.fold(
+            steps.shed_and_route(df, self._prev_state(batch_id), spec), spec, spec.query
+        )
         marks.append(("plan", time.perf_counter()))
         state, state_rows, folded_at, checkpointed = self._keep_state(res, batch_id)
         marks += [("fold", folded_at), ("checkpoint", time.perf_counter())]
@@ -220,7 +222,14 @@ class SparkPipeline:
             *steps.rows_span(stats)
         )
         st = steps.batch_stats(
-            stats, spec, self.q, span, time.perf_counter() - t0, state_rows, rows_out, len(split)
+            stats,
+            spec,
+            spec.query,
+            span,
+            time.perf_counter() - t0,
+            state_rows,
+            rows_out,
+            len(split),
         )
         st.info["live_executors"] = self.live_executors()
         st.info["running_partitions"] = spec.partitions
@@ -270,7 +279,7 @@ class SparkPipeline:
         """Write the batch's output, fenced before and after."""
         self._check_fence(spec.batch_id)
         path = self.output_dir / f"batch={spec.batch_id}"
-        rows_out = steps.write_output(res, split, path, spec, self.q)
+        rows_out = steps.write_output(res, split, path, spec, spec.query)
         if self.fault_hook is not None:
             self.fault_hook(spec.batch_id, "output_written")
         self._check_fence(spec.batch_id)

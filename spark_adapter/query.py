@@ -9,13 +9,15 @@ names the operator when the network has a shape the pipeline cannot run. No pysp
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from core.scenario import OperatorModel, Scenario
 
-__all__ = ["OPS", "QuerySpec", "compile_query"]
+__all__ = ["OPS", "QuerySpec", "compile_query", "with_operator_params"]
+
+Predicate = tuple[str, str, float]  # column, comparison, value
 
 OPS = {
     ">": np.greater,
@@ -41,6 +43,8 @@ class QuerySpec:
     predicates: dict[str, list[tuple[str, str, float]]] = field(default_factory=dict)
     cost_us: dict[str, float] = field(default_factory=dict)  # per input row, by stream
     merge_cost_us: float = 0.0  # per partial merged across partitions
+    filter_ops: dict[str, Predicate] = field(default_factory=dict)  # filter id -> predicate
+    filter_streams: dict[str, tuple[str, ...]] = field(default_factory=dict)  # -> its streams
 
     @property
     def panes_per_window(self) -> int:
@@ -71,6 +75,8 @@ class _PathWalk:
         self.sides: dict[str, int] = {}
         self.cost: dict[str, float] = {}
         self.predicates: dict[str, list[tuple[str, str, float]]] = {}
+        self.filter_ops: dict[str, Predicate] = {}
+        self.filter_streams: dict[str, tuple[str, ...]] = {}
 
     def walk(self, src: str, side: int) -> None:
         if src in self.streams:
@@ -98,9 +104,10 @@ class _PathWalk:
                 raise ValueError(
                     f"operators.{o.id}.params.op: unknown comparison {o.params['op']!r}"
                 )
-            self.predicates.setdefault(stream, []).append(
-                (str(o.params["column"]), str(o.params["op"]), float(o.params["value"]))
-            )
+            pred = (str(o.params["column"]), str(o.params["op"]), float(o.params["value"]))
+            self.predicates.setdefault(stream, []).append(pred)
+            self.filter_ops[o.id] = pred
+            self.filter_streams[o.id] = (*self.filter_streams.get(o.id, ()), stream)
 
 
 def compile_query(scenario: Scenario) -> QuerySpec:
@@ -142,4 +149,67 @@ def compile_query(scenario: Scenario) -> QuerySpec:
         predicates=paths.predicates,
         cost_us={**paths.cost, **cost},
         merge_cost_us=top.merge_cost_us,
+        filter_ops=paths.filter_ops,
+        filter_streams=paths.filter_streams,
     )
+
+
+FILTER_PARAMS = ("column", "op", "value")
+COLUMNS = ("v", "c")  # the numeric columns of an input row a filter may test
+
+
+def with_operator_params(q: QuerySpec, ops: dict[str, dict[str, float | str]]) -> QuerySpec:
+    """The query with a plan's operator parameters in effect (``Plan.operators``): a filter's
+    ``column``, ``op`` and ``value`` may change between batches; a change the keyed stage's
+    state cannot take (its key, window or aggregate: the panes in flight were folded for the
+    old ones) or an unknown operator raises ``ValueError`` naming it.
+
+    >>> q = QuerySpec("agg", "aggregate", "count", 10.0, 1.0, 2, {"s": 0},
+    ...               {"s": [("v", ">", 10.0)]}, filter_ops={"f": ("v", ">", 10.0)},
+    ...               filter_streams={"f": ("s",)})
+    >>> with_operator_params(q, {"f": {"value": 50}}).predicate_sql("s")
+    '`v` > 50.0'
+    >>> with_operator_params(q, {"agg": {"agg": "sum"}})
+    Traceback (most recent call last):
+    ...
+    ValueError: operators.agg.params.agg: the keyed operator's parameters cannot change while it holds state (its panes were folded for the current ones)
+    """
+    if not ops:
+        return q
+    preds = dict(q.filter_ops)
+    for op_id, params in ops.items():
+        if op_id == q.op_id:
+            name = next(iter(params), "")
+            raise ValueError(
+                f"operators.{op_id}.params.{name}: the keyed operator's parameters cannot change "
+                "while it holds state (its panes were folded for the current ones)"
+            )
+        if op_id not in preds:
+            raise ValueError(
+                f"operators.{op_id}: not a filter of this query "
+                f"(filters: {', '.join(sorted(preds)) or 'none'})"
+            )
+        col, cmp, val = preds[op_id]
+        unknown = sorted(set(params) - set(FILTER_PARAMS))
+        if unknown:
+            raise ValueError(
+                f"operators.{op_id}.params.{unknown[0]}: a filter takes {', '.join(FILTER_PARAMS)}"
+            )
+        col = str(params.get("column", col))
+        cmp = str(params.get("op", cmp))
+        if col not in COLUMNS:
+            raise ValueError(f"operators.{op_id}.params.column: {col!r} is not one of {COLUMNS}")
+        if cmp not in OPS:
+            raise ValueError(f"operators.{op_id}.params.op: unknown comparison {cmp!r}")
+        try:
+            val = float(params.get("value", val))
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"operators.{op_id}.params.value: {params.get('value')!r} is not a number"
+            ) from None
+        preds[op_id] = (col, cmp, val)
+    predicates: dict[str, list[Predicate]] = {}
+    for op_id, streams in q.filter_streams.items():
+        for stream in streams:
+            predicates.setdefault(stream, []).append(preds[op_id])
+    return replace(q, predicates=predicates, filter_ops=preds)

@@ -26,11 +26,13 @@ class SparkSubstrate:
         self.version = -1
         self.published: list[Plan] = []
 
-    def apply(self, plan: Plan) -> None:
-        """Publish ``plan``; batches that start after this pin it."""
-        self.pipeline.plans.publish(plan)
+    def apply(self, plan: Plan) -> Plan:
+        """Publish ``plan`` (after any newer plan, with the user's operator parameters);
+        batches that start after this pin it."""
+        plan = self.pipeline.plans.publish_next(plan)
         self.version = plan.version
         self.published.append(plan)
+        return plan
 
     def observe(self) -> Observation:
         """Samples of the batches completed since the previous call (replays replace, not add)."""

@@ -11,7 +11,7 @@ duplicated nothing. No pyspark import.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -21,8 +21,8 @@ from shedding.drops import keep_mask
 from shedding.window_drops import block_size, floor_keep_mask, window_floor, window_uniform
 from spark_adapter.actuator import PinRow, PlanStore
 from spark_adapter.batch_compiler import drop_floors, window_keep
-from spark_adapter.operators import reference_output
-from spark_adapter.query import QuerySpec
+from spark_adapter.operators import passes_filters, reference_output
+from spark_adapter.query import QuerySpec, with_operator_params
 
 __all__ = [
     "VALUE_ATOL",
@@ -30,6 +30,7 @@ __all__ = [
     "PinnedRun",
     "committed_output",
     "output_mismatch",
+    "pinned_filters",
     "pinned_keep",
     "reference",
     "windows_emitted",
@@ -91,7 +92,7 @@ class PinnedRun:
 
 def pinned_keep(events: pd.DataFrame, run: PinnedRun) -> tuple[np.ndarray, np.ndarray]:
     """Per input row: kept by its batch's pinned drops (True outside every batch), and covered
-    by a processed batch."""
+    by a processed batch. Drops only: the filters are ``pinned_filters``."""
     q, pins, plans = run.q, run.pins, run.plans
     keep = np.ones(len(events), dtype=bool)
     covered = np.zeros(len(events), dtype=bool)
@@ -117,6 +118,20 @@ def pinned_keep(events: pd.DataFrame, run: PinnedRun) -> tuple[np.ndarray, np.nd
                 rows = sel & (events["stream"] == stream).to_numpy()
                 keep[rows] = keep_mask(ids[rows], b, k)
     return keep, covered
+
+
+def pinned_filters(events: pd.DataFrame, run: PinnedRun) -> np.ndarray:
+    """Per input row: passes the filters of its batch's pinned plan (``Plan.operators``), or
+    the query's own outside every batch."""
+    ok = passes_filters(events, run.q)
+    ids = events["event_id"].to_numpy()
+    by_batch = {p.batch_id: p for p in run.pins}
+    for b, (lo, hi) in run.ranges.items():
+        ops = run.plans.load(by_batch[b].plan_version).operators if lo >= 0 else {}
+        if ops:
+            sel = (ids >= lo) & (ids <= hi)
+            ok[sel] = passes_filters(events[sel], with_operator_params(run.q, ops))
+    return ok
 
 
 def windows_emitted(
@@ -146,7 +161,9 @@ def windows_emitted(
 def reference(events: pd.DataFrame, run: PinnedRun) -> tuple[pd.DataFrame, int]:
     """Expected output from ``events`` with each batch's pinned drops, and the drop count."""
     keep, _ = pinned_keep(events, run)
-    out = reference_output(events, run.q, pd.Series(keep))
+    passed = pinned_filters(events, run)
+    unfiltered = replace(run.q, predicates={})  # the filters are in ``passed``
+    out = reference_output(events, unfiltered, pd.Series(keep & passed))
     if run.window_drops:
         starts = out["window_start"].to_numpy()
         out = out[windows_emitted(starts, run.q, run.pins, run.version_keep)]

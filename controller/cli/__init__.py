@@ -3,7 +3,7 @@ library functions; the logic lives in the packages.
 
 * ``replays``: replay, compare, demo;
 * ``offline``: place, shed, partition, calibrate;
-* ``spark``: pipeline run, input generate, inject, cluster;
+* ``spark``: pipeline run, input generate, publish-operator, inject, cluster;
 * ``daemon``: run, status, decisions, validate, report.
 
 Exit codes: 0 success, 1 runtime failure, 2 usage or validation error, 3 environment not ready.
@@ -24,6 +24,7 @@ HELP_ORDER = (
     "shed",
     "partition",
     "calibrate",
+    "publish-operator",
     "inject",
     "cluster",
     "validate",

@@ -280,6 +280,45 @@ def input_profile(
         print(f"plot        {plot}")
 
 
+@app.command("publish-operator")
+def publish_operator_cmd(
+    op: Annotated[str, typer.Argument(help="the operator's id in the scenario (a filter)")],
+    params: Annotated[str, typer.Option(help="its new parameters, JSON: '{\"value\": 50}'")],
+    workdir: Annotated[Path, typer.Option(help="the pipeline's working directory")],
+    scenario: Annotated[
+        Path | None, typer.Option(help="the pipeline's scenario (default: the run's run.json)")
+    ] = None,
+) -> None:
+    """Change an operator's parameters from the next batch on: a new plan version that the
+    next batch pins (a replayed batch keeps the version it was pinned with).
+
+    Example: trimtab publish-operator filter_v --params '{"value": 50}' --workdir work/
+    """
+    from controller.calibration import recorded_scenario
+    from spark_adapter.actuator import PlanStore
+    from spark_adapter.query import compile_query, with_operator_params
+
+    try:
+        new = json.loads(params)
+    except json.JSONDecodeError as e:
+        fail(f"--params: not JSON ({e.msg})")
+    if not isinstance(new, dict) or not new:
+        fail("--params: give a JSON object of parameters, e.g. '{\"value\": 50}'")
+    plans = PlanStore(workdir / "plans") if workdir.is_dir() else None
+    if plans is None or plans.current_version() is None:
+        fail(f"--workdir: no plan in {workdir / 'plans'}: not a pipeline's working directory")
+    try:
+        sc = load(scenario) if scenario is not None else recorded_scenario(workdir)
+        cur = plans.load_current()
+        ops = {**cur.operators, op: {**cur.operators.get(op, {}), **new}}
+        with_operator_params(compile_query(sc), ops)  # refuses what the state cannot take
+    except ValueError as e:
+        fail(str(e))
+    plan = cur.next(operators=ops, reason=f"operator {op}: parameters {new} from the next batch")
+    plans.publish(plan)
+    print_json({"plan_version": plan.version, "operator": op, "params": ops[op]})
+
+
 @app.command("inject")
 def inject_cmd(
     fault: Annotated[
