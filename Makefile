@@ -41,6 +41,7 @@ bench: setup  # every benchmark; about two hours on 2 cores (the Spark ones domi
 	$(BIN)/python -m bench.bench_adaptive
 	$(BIN)/python -m bench.bench_policies_spark
 	$(BIN)/python -m bench.bench_soak
+	$(BIN)/python -m bench.bench_scaling
 
 clean:
 	rm -rf $(VENV) build *.egg-info reports
