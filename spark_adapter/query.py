@@ -18,6 +18,7 @@ from core.scenario import OperatorModel, Scenario
 __all__ = ["OPS", "QuerySpec", "compile_query", "with_operator_params"]
 
 Predicate = tuple[str, str, float]  # column, comparison, value
+AGGS = ("count", "sum", "avg", "min", "max")  # what a pane's partials (cnt, sum, mn, mx) give
 
 OPS = {
     ">": np.greater,
@@ -136,7 +137,7 @@ def compile_query(scenario: Scenario) -> QuerySpec:
     )
     cost = {s: paths.cost.get(s, 0.0) + per_row for s in paths.sides}
     agg = str(top.params.get("agg", "count")) if top.kind == "aggregate" else "count"
-    if agg not in ("count", "sum", "avg", "min", "max"):
+    if agg not in AGGS:
         raise ValueError(f"operators.{top.id}.params.agg: unknown aggregate {agg!r}")
     return QuerySpec(
         op_id=top.id,
@@ -160,30 +161,31 @@ COLUMNS = ("v", "c")  # the numeric columns of an input row a filter may test
 
 def with_operator_params(q: QuerySpec, ops: dict[str, dict[str, float | str]]) -> QuerySpec:
     """The query with a plan's operator parameters in effect (``Plan.operators``): a filter's
-    ``column``, ``op`` and ``value`` may change between batches; a change the keyed stage's
-    state cannot take (its key, window or aggregate: the panes in flight were folded for the
-    old ones) or an unknown operator raises ``ValueError`` naming it.
+    ``column``, ``op`` and ``value`` and an aggregate's ``agg`` (one of ``AGGS``: windows
+    emitted from then on) may change between batches; a change the keyed stage's state cannot
+    take (its key or window, an aggregate the partials cannot give) or an unknown operator
+    raises ``ValueError`` naming it.
 
     >>> q = QuerySpec("agg", "aggregate", "count", 10.0, 1.0, 2, {"s": 0},
     ...               {"s": [("v", ">", 10.0)]}, filter_ops={"f": ("v", ">", 10.0)},
     ...               filter_streams={"f": ("s",)})
     >>> with_operator_params(q, {"f": {"value": 50}}).predicate_sql("s")
     '`v` > 50.0'
-    >>> with_operator_params(q, {"agg": {"agg": "sum"}})
+    >>> with_operator_params(q, {"agg": {"agg": "max"}}).agg
+    'max'
+    >>> with_operator_params(q, {"agg": {"agg": "median"}})
     Traceback (most recent call last):
     ...
-    ValueError: operators.agg.params.agg: the keyed operator's parameters cannot change while it holds state (its panes were folded for the current ones)
+    ValueError: operators.agg.params.agg: 'median' cannot be computed from the panes' partials (count, sum, min, max); one of count, sum, avg, min, max
     """
     if not ops:
         return q
     preds = dict(q.filter_ops)
+    agg = q.agg
     for op_id, params in ops.items():
         if op_id == q.op_id:
-            name = next(iter(params), "")
-            raise ValueError(
-                f"operators.{op_id}.params.{name}: the keyed operator's parameters cannot change "
-                "while it holds state (its panes were folded for the current ones)"
-            )
+            agg = _keyed_params(q, params)
+            continue
         if op_id not in preds:
             raise ValueError(
                 f"operators.{op_id}: not a filter of this query "
@@ -212,4 +214,24 @@ def with_operator_params(q: QuerySpec, ops: dict[str, dict[str, float | str]]) -
     for op_id, streams in q.filter_streams.items():
         for stream in streams:
             predicates.setdefault(stream, []).append(preds[op_id])
-    return replace(q, predicates=predicates, filter_ops=preds)
+    return replace(q, predicates=predicates, filter_ops=preds, agg=agg)
+
+
+def _keyed_params(q: QuerySpec, params: dict[str, float | str]) -> str:
+    """The keyed operator's new aggregate: any of the registered set, since a pane's state
+    holds count, sum, min and max whatever is emitted; its key and window cannot change (the
+    panes in flight were folded for them), nor a join's count."""
+    other = sorted(set(params) - {"agg"})
+    if other or q.kind != "aggregate":
+        name = other[0] if other else "agg"
+        raise ValueError(
+            f"operators.{q.op_id}.params.{name}: cannot change while the operator holds state "
+            "(its panes were folded for the current one); an aggregate's agg can"
+        )
+    agg = str(params["agg"])
+    if agg not in AGGS:
+        raise ValueError(
+            f"operators.{q.op_id}.params.agg: {agg!r} cannot be computed from the panes' "
+            f"partials (count, sum, min, max); one of {', '.join(AGGS)}"
+        )
+    return agg

@@ -28,8 +28,10 @@ __all__ = [
     "VALUE_ATOL",
     "VALUE_RTOL",
     "PinnedRun",
+    "closing_pin",
     "committed_output",
     "output_mismatch",
+    "pinned_aggregates",
     "pinned_filters",
     "pinned_keep",
     "reference",
@@ -134,12 +136,10 @@ def pinned_filters(events: pd.DataFrame, run: PinnedRun) -> np.ndarray:
     return ok
 
 
-def windows_emitted(
-    starts: np.ndarray, q: QuerySpec, pins: Sequence[PinRow], version_keep: Callable[[int], float]
-) -> np.ndarray:
-    """Window drops: which windows (by start) the pinned batches emitted."""
+def closing_pin(starts: np.ndarray, q: QuerySpec, pins: Sequence[PinRow]) -> np.ndarray:
+    """Per window (by start): the position in ``pins`` of the batch whose pinned watermark
+    closed (emitted) it, ``len(pins)`` when none did."""
     wm = np.array([p.wm for p in pins])
-    keeps = np.array([version_keep(p.plan_version) for p in pins])
     j = np.round(starts / q.slide_s).astype(np.int64)
     with np.errstate(invalid="ignore"):
         j_hi = np.where(
@@ -147,7 +147,40 @@ def windows_emitted(
             np.iinfo(np.int64).max,
             np.floor((np.where(np.isfinite(wm), wm, -1e300) - q.size_s) / q.slide_s + 1e-9),
         )
-    closes = np.searchsorted(np.maximum.accumulate(j_hi), j, side="left")  # first e: j <= j_hi
+    return np.searchsorted(np.maximum.accumulate(j_hi), j, side="left")  # first e: j <= j_hi
+
+
+def pinned_aggregates(
+    out: pd.DataFrame, rows: Callable[[str], pd.DataFrame], run: PinnedRun
+) -> pd.DataFrame:
+    """``out`` (every window under the query's own aggregate) with each window's value from the
+    aggregate of the batch that emitted it (``Plan.operators``); ``rows(agg)`` is the reference
+    under another aggregate (the same windows: a pane's partials give every aggregate)."""
+    aggs = [
+        with_operator_params(run.q, run.plans.load(p.plan_version).operators).agg for p in run.pins
+    ]
+    if not aggs or set(aggs) == {run.q.agg}:
+        return out
+    e = closing_pin(out["window_start"].to_numpy(), run.q, run.pins)
+    agg_of = np.array([aggs[i] if i < len(aggs) else run.q.agg for i in e], dtype=object)
+    values = out["value"].to_numpy().copy()
+    for agg in set(agg_of.tolist()) - {run.q.agg}:
+        alt = rows(agg)
+        if len(alt) != len(out):
+            raise AssertionError("the reference's windows differ between aggregates")
+        sel = agg_of == agg
+        values[sel] = alt["value"].to_numpy()[sel]
+    return out.assign(value=values)
+
+
+def windows_emitted(
+    starts: np.ndarray, q: QuerySpec, pins: Sequence[PinRow], version_keep: Callable[[int], float]
+) -> np.ndarray:
+    """Window drops: which windows (by start) the pinned batches emitted."""
+    wm = np.array([p.wm for p in pins])
+    keeps = np.array([version_keep(p.plan_version) for p in pins])
+    j = np.round(starts / q.slide_s).astype(np.int64)
+    closes = closing_pin(starts, q, pins)
     ok = np.zeros(starts.size, dtype=bool)
     for e in np.unique(closes):
         sel = closes == e
@@ -163,7 +196,11 @@ def reference(events: pd.DataFrame, run: PinnedRun) -> tuple[pd.DataFrame, int]:
     keep, _ = pinned_keep(events, run)
     passed = pinned_filters(events, run)
     unfiltered = replace(run.q, predicates={})  # the filters are in ``passed``
-    out = reference_output(events, unfiltered, pd.Series(keep & passed))
+    kept = pd.Series(keep & passed)
+    out = reference_output(events, unfiltered, kept)
+    out = pinned_aggregates(
+        out, lambda agg: reference_output(events, replace(unfiltered, agg=agg), kept), run
+    )
     if run.window_drops:
         starts = out["window_start"].to_numpy()
         out = out[windows_emitted(starts, run.q, run.pins, run.version_keep)]

@@ -1,5 +1,5 @@
-"""trimtab publish-operator: a new plan version with an operator's parameters; a change the
-state cannot take, an unknown operator or bad JSON is one line with exit 2 and publishes
+"""trimtab publish-operator: a new plan version with an operator's parameters (a filter's
+predicate, an aggregate from the set its partials give); a change the state cannot take, an unknown operator or bad JSON is one line with exit 2 and publishes
 nothing; a controller publishing afterwards keeps the user's parameters."""
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ def test_a_filter_change_is_the_next_plan_version(work: Path) -> None:
 @pytest.mark.parametrize(
     ("op", "params", "words"),
     [
-        ("count_k", '{"agg": "sum"}', ["operators.count_k.params.agg", "cannot change"]),
+        ("count_k", '{"agg": "median"}', ["operators.count_k.params.agg", "partials"]),
+        ("count_k", '{"window": 5}', ["operators.count_k.params.window", "cannot change"]),
         ("nope", '{"value": 1}', ["operators.nope", "not a filter", "filter_v"]),
         ("filter_v", '{"value": "high"}', ["operators.filter_v.params.value", "not a number"]),
         ("filter_v", '{"op": "~"}', ["operators.filter_v.params.op", "'~'"]),
@@ -67,6 +68,12 @@ def test_what_cannot_apply_is_refused_and_nothing_is_published(
     for w in words:
         assert w in lines[0], lines[0]
     assert PlanStore(work / "plans").current_version() == 0
+
+
+def test_an_aggregate_the_partials_give_is_accepted(work: Path) -> None:
+    r = _publish(work, "count_k", '{"agg": "max"}')
+    assert r.exit_code == 0, r.output  # type: ignore[attr-defined]
+    assert PlanStore(work / "plans").load_current().operators == {"count_k": {"agg": "max"}}
 
 
 def test_a_workdir_without_plans_is_named(tmp_path: Path) -> None:

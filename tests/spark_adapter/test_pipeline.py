@@ -551,20 +551,22 @@ def test_a_quota_on_a_released_partition_is_refused() -> None:
 def test_a_filter_changed_between_batches_matches_the_pinned_reference(
     spark, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    """``filter_v`` (v > 10) becomes v > 60 from batch 3: the output equals the reference
-    computed with each batch's pinned filter, and batch 3 replayed after v > 90 is published
-    keeps v > 60."""
+    """``filter_v`` (v > 10) becomes v > 60 and ``count_k`` a max of v from batch 3: the
+    output equals the reference computed with each batch's pinned filter and each window's
+    emitting batch's aggregate, and batch 3 replayed after v > 90 is published keeps v > 60."""
     _, q, pipe = make(spark, tmp_path, segments=6)
     base = plan(q, [i % 2 for i in range(q.key_groups)])
     pipe.plans.publish(base)
     key = ["key", "window_start"]
     for b in range(6):
         if b == 3:
-            pipe.plans.publish(base.next(operators={"filter_v": {"value": 60}}))
+            change = {"filter_v": {"value": 60}, "count_k": {"agg": "max"}}
+            pipe.plans.publish(base.next(operators=change))
         st = pipe.process(segment(spark, pipe, b), b)
         if b == 3:
             first = pd.read_parquet(tmp_path / "output" / "batch=3").sort_values(key)
-            newer = pipe.plans.load_current().next(operators={"filter_v": {"value": 90}})
+            cur = pipe.plans.load_current()
+            newer = cur.next(operators={**cur.operators, "filter_v": {"value": 90}})
             pipe.plans.publish(newer)
             again = pipe.process(segment(spark, pipe, 3), 3)
             assert again.replay and again.plan_version == 1
@@ -586,4 +588,7 @@ def test_a_filter_changed_between_batches_matches_the_pinned_reference(
     # the reference with the query's own filter throughout differs: the change took effect
     unchanged = ops.reference_output(ev, q)
     assert len(unchanged) != len(exp) or not np.allclose(unchanged["value"], exp["value"])
+    # windows emitted before batch 3 are counts, later ones maxima of v (not whole numbers)
+    frac = exp["value"] % 1 != 0
+    assert frac.any() and not frac.all()
     pipe.cleanup()
