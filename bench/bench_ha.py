@@ -219,10 +219,11 @@ state is recomputed from lineage since the last checkpoint; with two copies only
 executor's running tasks are re-run. Reducers retry a dead executor's shuffle blocks after
 200 ms, twice (`spark.shuffle.io.retryWait`/`maxRetries` in the session defaults), instead of
 Spark's 3 x 5 s. Back to back, the batch interval is the batch itself (100% load): the survivor
-must redo the dead executor's share of the batch after its own, so about 2 is the floor. Runs
-spread widely (this session's runs of the replicated case ranged from 1.3 to 3.6); the
-replacement executor, which joins during or right after the affected batch and starts its
-Python workers cold, is a likely cause that this bench does not separate out.
+redoes the dead executor's share of the executor work after its own, so what the fault adds
+depends on how much of a batch is executor work rather than the batch's fixed driver-side cost.
+Runs spread widely (all three are shown); the replacement executor, which joins during or right
+after the affected batch and starts its Python workers cold, is a likely cause that this bench
+does not separate out.
 
 The same fault in a live stream, the way the pipeline runs in production
 (`tests.cluster.fault_runner kill-live|kill-active-live`): a writer adds one tick of input
