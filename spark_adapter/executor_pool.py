@@ -41,7 +41,6 @@ class ExecutorPool:
 
     def __init__(self, spark: Any) -> None:
         sc = spark.sparkContext
-        self.spark = spark
         self.jsc = sc._jsc.sc()
         self.enabled = sc.master.startswith(("local-cluster", "spark://"))
         self.poller = (
