@@ -67,6 +67,12 @@ class ControlSettings(BaseModel):
     blackout_windows_utc: list[str] = Field(
         default_factory=list, description='"HH:MM-HH:MM" spans with no changes'
     )
+    lease_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        description="a standby takes over this long after the primary's last lease renewal",
+    )
 
     @field_validator("blackout_windows_utc")
     @classmethod

@@ -3,9 +3,14 @@
 ``Daemon.tick()`` is one control round and is callable directly (tests call it without a
 scheduler). ``Daemon.run()`` schedules it every ``control.interval_s`` with one instance at a
 time, missed runs coalesced and a misfire grace of about one interval; missed and skipped
-runs are counted. SIGTERM and SIGINT stop it after the current round (exit 0). On start it
-resumes from the last applied plan in the decision log, so a restarted controller continues
-the version sequence, and the substrate keeps applying the last plan while it is down.
+runs are counted. SIGTERM and SIGINT stop it after the current round (exit 0).
+
+Several daemons may share one decision log: the one holding its lease is primary and runs the
+rounds, the others are warm standbys (``controller.leadership``). A daemon becoming primary
+resumes from the last applied plan in the decision log and publishes it as the next version
+with its own epoch, so versions continue across restarts and takeovers and none is reused; the
+substrate keeps applying the last plan while no controller runs. A write refused for its old
+epoch makes the daemon step down to standby.
 """
 
 from __future__ import annotations
@@ -24,12 +29,14 @@ import numpy as np
 
 from controller.config import Settings
 from controller.decisionlog import DecisionLog, iso_utc
+from controller.leadership import Leadership
 from controller.logs import configure_logging
 from controller.loop import ControlLoop
 from controller.telemetry import Telemetry
 from controller.wiring import make_daemon_wiring
 from core import loadstats
 from core.cluster import NodeStatus
+from core.lease import StaleEpochError
 from core.plans import Plan
 
 __all__ = ["Daemon", "in_blackout"]
@@ -80,10 +87,56 @@ class Daemon:
         self.stop_event = threading.Event()
         self.missed = 0
         self.skipped = 0
+        self.refused = 0  # writes refused because a newer epoch holds the lease
         self.started = time.time()
-        self._resume_or_start()
+        self.resumed_from: int | None = None
+        self.became_primary_at: float | None = None
+        self.lead = Leadership(settings.decision_log, settings.control.lease_timeout_s)
+        self._role_lock = threading.RLock()  # a round and a change of role never overlap
+        if not self._try_lead():
+            log.info("standby", extra={"fields": self.lead.status()})
 
-    def _resume_or_start(self) -> None:
+    # ------------------------------------------------------------- leadership
+    def _try_lead(self) -> bool:
+        """Take the lease if it is free or expired and resume as primary; False if held."""
+        with self._role_lock:
+            epoch = self.lead.try_acquire()
+            if epoch is None:
+                return False
+            self.log.epoch = epoch
+            self.round_base = self.log.last_round() - self.loop.round
+            self.became_primary_at = time.time()
+            self._resume_or_start(epoch)
+            self.telemetry.leader.set(1)
+            self.telemetry.epoch.set(epoch)
+            fields = {"epoch": epoch, "plan_version": self.loop.plan.version}
+            log.info("primary", extra={"fields": {**fields, "took_over_from": self._from()}})
+            (self.state_dir / f"standby-{os.getpid()}.json").unlink(missing_ok=True)
+            return True
+
+    def _from(self) -> dict[str, Any] | None:
+        return self.lead.took_over_from()
+
+    def _step_down(self, why: str) -> None:
+        """No longer primary: rounds stop until the lease is taken again."""
+        with self._role_lock:
+            self.lead.step_down()
+            self.telemetry.leader.set(0)
+            log.warning("stepped_down", extra={"fields": {"reason": why, **self.lead.status()}})
+            self._write_status()
+
+    def heartbeat(self) -> None:
+        """Renew the lease (primary) or try to take it (standby); called every quarter of the
+        lease timeout."""
+        if self.lead.primary:
+            if not self.lead.renew():
+                self._step_down("lease lost: not renewed before it expired")
+        elif self._try_lead():
+            self._write_status()
+
+    def _resume_or_start(self, epoch: int) -> None:
+        """Resume from the decision log's last applied plan, published as the next version
+        with this epoch; or start from the initial plan."""
         last = self.log.last_plan()
         units = self.loop.policy.ctx.units.ids
         if (
@@ -91,19 +144,37 @@ class Daemon:
             and last.placement.units == units
             and last.placement.nodes == self.loop.policy.ctx.cluster.ids
         ):
-            self.loop.plan = last
-            self.substrate.apply(last)
+            who = self._from()
+            how = f" after taking over from {who['holder']} (epoch {who['epoch']})" if who else ""
+            plan = last.next(
+                epoch=epoch, reason=f"controller epoch {epoch} resumed plan v{last.version}{how}"
+            )
+            self.loop.plan = self.substrate.apply(plan) or plan
             log.info("plan_resumed", extra={"fields": {"plan_version": last.version}})
             self.resumed_from = last.version
         else:
+            self.loop.plan = self.loop.plan.model_copy(update={"epoch": epoch})
             self.loop.start()
-            self.log.record_plan(time.time(), self.loop.plan, applied=True)
             self.resumed_from = None
+        self.log.record_plan(time.time(), self.loop.plan, applied=True)
         self.telemetry.plan_version.set(self.loop.plan.version)
 
     # -------------------------------------------------------------- one round
     def tick(self) -> None:
-        """One control round: observe, decide, apply (unless dry run), log, export."""
+        """One control round as primary (a standby's rounds do nothing): observe, decide, apply
+        (unless dry run), log, export. A write refused for an old epoch steps down."""
+        with self._role_lock:
+            if not self.lead.primary:
+                return
+            try:
+                self._round()
+            except StaleEpochError as e:
+                self.refused += 1
+                self.telemetry.refused.inc()
+                log.warning("publish_refused", extra={"fields": {"error": str(e)}})
+                self._step_down(f"publication refused: {e}")
+
+    def _round(self) -> None:
         t0 = time.perf_counter()
         decision = self.loop.tick()
         rec = self.loop.records[-1]
@@ -225,6 +296,12 @@ class Daemon:
             "metrics_port": self.telemetry.port,
             "decision_log": str(self.settings.decision_log),
             "resumed_from_plan": self.resumed_from,
+            **self.lead.status(),
+            "primary_since_utc": None
+            if self.became_primary_at is None
+            else iso_utc(self.became_primary_at),
+            "took_over_from": self._from(),
+            "refused_publications": self.refused,
         }
 
     def _statuses(self) -> list[str]:
@@ -233,12 +310,15 @@ class Daemon:
             return ["up"] * self.loop.policy.ctx.cluster.n
         return [NodeStatus(s).value for s in obs.node_status]
 
+    def _status_file(self) -> Path:
+        """``status.json`` for the primary; a standby writes ``standby-PID.json``."""
+        name = "status.json" if self.lead.primary else f"standby-{os.getpid()}.json"
+        return self.state_dir / name
+
     def _write_status(self, rec: Any = None) -> None:
         from spark_adapter.actuator import atomic_write
 
-        atomic_write(
-            self.state_dir / "status.json", json.dumps(self.status(), default=float).encode()
-        )
+        atomic_write(self._status_file(), json.dumps(self.status(), default=float).encode())
 
     # ------------------------------------------------------------------ loop
     def run(self) -> int:
@@ -256,9 +336,13 @@ class Daemon:
         }
         sched.start()
         self._write_status()
+        beat = self.lead.heartbeat_s
+        next_beat = time.monotonic() + beat
         try:
-            while not self.stop_event.wait(0.2):
-                pass
+            while not self.stop_event.wait(min(0.2, beat)):
+                if time.monotonic() >= next_beat:
+                    self.heartbeat()
+                    next_beat = time.monotonic() + beat
         finally:
             sched.shutdown(wait=True)
             for s, h in old.items():
@@ -309,7 +393,11 @@ class Daemon:
         self.telemetry.stop()
         st = self.status()
         st["stopped"] = True
-        atomic_write(self.state_dir / "status.json", json.dumps(st, default=float).encode())
+        if self.lead.primary:
+            atomic_write(self._status_file(), json.dumps(st, default=float).encode())
+        else:
+            self._status_file().unlink(missing_ok=True)
+        self.lead.close()  # released at once: a standby takes over without waiting
         self.log.close()
         fields = {"rounds": self.loop.round, "plan_version": self.loop.plan.version}
         log.info("stopped", extra={"fields": fields})

@@ -4,18 +4,22 @@ SQLite (the embedded default). Each round stores the observation summary (node l
 variance, correlation, rates), the decision kind and reason with the numbers behind it
 (scores, expected gain, shadow prices, moves), the plan version and whether it was applied or
 only recommended. Plans are stored in full so a restarted controller resumes from the last
-one. Retention is bounded by rounds.
+one. Retention is bounded by rounds. The controllers' lease (``core.lease``) lives in the same
+database, and a writer that set its ``epoch`` is fenced by it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import sqlite3
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from core.lease import StaleEpochError
 from core.plans import Plan
 
 __all__ = ["DecisionLog", "DecisionLogError"]
@@ -67,8 +71,13 @@ class DecisionLog:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.retention = retention_rounds
+        # the writer's controller epoch: set, every write is refused once the lease stored in
+        # this database (core.lease) has moved past it; None writes unfenced (replays, tests)
+        self.epoch: int | None = None
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+        self._db = sqlite3.connect(
+            str(self.path), isolation_level=None, check_same_thread=False, timeout=10
+        )
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(
             """
@@ -95,7 +104,7 @@ class DecisionLog:
         details: dict[str, Any],
     ) -> None:
         """Append one round (and trim rounds and plans to the retention bound)."""
-        with self._lock:
+        with self._fenced():
             self._db.execute(
                 "INSERT INTO rounds (ts, round, kind, reason, plan_version, applied, duration_s, observation, details) "
                 "VALUES (?,?,?,?,?,?,?,?,?)",
@@ -123,10 +132,36 @@ class DecisionLog:
 
     def record_plan(self, ts: float, plan: Plan, applied: bool) -> None:
         """Store a plan the controller published (or recommended)."""
-        with self._lock:
+        with self._fenced():
             self._db.execute(
                 "INSERT OR REPLACE INTO plans VALUES (?,?,?,?)",
                 (plan.version, ts, int(applied), plan.to_json()),
+            )
+
+    @contextlib.contextmanager
+    def _fenced(self) -> Iterator[None]:
+        """One write transaction, refused (StaleEpochError) when the stored lease's epoch is
+        newer than this writer's."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                if self.epoch is not None:
+                    self._check_epoch(self.epoch)
+                yield
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _check_epoch(self, epoch: int) -> None:
+        try:
+            row = self._db.execute("SELECT epoch, holder FROM lease").fetchone()
+        except sqlite3.OperationalError:  # no lease table: no controller ever held one
+            return
+        if row is not None and int(row[0]) > epoch:
+            raise StaleEpochError(
+                f"epoch: write from controller epoch {epoch} refused; "
+                f"{row[1] or 'another controller'} holds epoch {row[0]}"
             )
 
     def last_plan(self, applied_only: bool = True) -> Plan | None:

@@ -65,6 +65,17 @@ class Telemetry:
         )
         self.migrations = Counter("trimtab_migrations", "Operators moved between nodes", registry=r)
         self.plan_version = Gauge("trimtab_plan_version", "Version of the current plan", registry=r)
+        self.leader = Gauge(
+            "trimtab_controller_primary", "1 while this controller holds the lease", registry=r
+        )
+        self.epoch = Gauge(
+            "trimtab_controller_epoch", "The lease epoch this controller holds", registry=r
+        )
+        self.refused = Counter(
+            "trimtab_stale_publications",
+            "Writes of this controller refused because a newer epoch holds the lease",
+            registry=r,
+        )
         self.missed = Counter(
             "trimtab_scheduler_jobs_missed", "Scheduled rounds missed", ["job"], registry=r
         )

@@ -242,6 +242,9 @@ class Plan(BaseModel):
     model_config = _FROZEN
     schema_version: Literal[1] = 1
     version: int = Field(0, ge=0)
+    # the controller's leadership epoch that made the plan (0: no lease, e.g. a replay); a plan
+    # store that has seen epoch e refuses a plan from an older epoch (core.lease)
+    epoch: int = Field(0, ge=0)
     placement: Placement
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
     shed: ShedPlan = Field(default_factory=ShedPlan)

@@ -2,7 +2,9 @@
 
 ``PlanStore``: immutable plan versions ``plans/v000042.json`` plus a ``current`` pointer, each
 written to a temporary file, fsynced and ``os.replace``d (atomic on POSIX), so a reader sees the
-old or the new version, never half of one. Published versions are never edited.
+old or the new version, never half of one. Published versions are never edited. Publishing
+holds an exclusive lock on the store and refuses a plan from an older controller epoch than the
+current plan's (fencing: a controller paused across its lease's expiry cannot publish).
 
 ``PlanLog``: SQLite, ``batch_id -> (plan version, watermarks)``. ``resolve`` pins a batch to the
 current plan on its first execution and returns the pinned entry on every replay, so a
@@ -12,14 +14,18 @@ records committed batches and state snapshots (for recovery and input-log trimmi
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import sqlite3
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from core.lease import StaleEpochError
 from core.plans import Plan
 
 __all__ = ["BatchPin", "PinRow", "PlanLog", "PlanStore", "atomic_write"]
@@ -53,8 +59,33 @@ class PlanStore:
     def _path(self, version: int) -> Path:
         return self.root / f"v{version:06d}.json"
 
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Exclusive among the store's writers (processes included) for check-then-write."""
+        with open(self.root / ".lock", "a+b") as f:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
     def publish(self, plan: Plan) -> int:
-        """Write ``plan`` as its version (refusing to overwrite) and point ``current`` at it."""
+        """Write ``plan`` as its version (refusing to overwrite, and refusing a plan from an
+        older controller epoch than the current plan's) and point ``current`` at it."""
+        with self._locked():
+            self._fence(plan)
+            self._write(plan)
+        return plan.version
+
+    def _fence(self, plan: Plan) -> None:
+        v = self.current_version()
+        if v is not None and (cur := self.load(v)).epoch > plan.epoch:
+            raise StaleEpochError(
+                f"epoch: plan v{plan.version} from controller epoch {plan.epoch} refused; "
+                f"the store's current plan v{v} is from epoch {cur.epoch}"
+            )
+
+    def _write(self, plan: Plan) -> None:
         p = self._path(plan.version)
         if p.exists():
             if Plan.from_json(p.read_bytes()) != plan:
@@ -64,23 +95,24 @@ class PlanStore:
         else:
             atomic_write(p, plan.to_json().encode())
         atomic_write(self.root / "current", str(plan.version).encode())
-        return plan.version
 
     def publish_next(self, plan: Plan) -> Plan:
         """Publish a controller's ``plan`` after whatever is current: renumbered past another
         writer's newer version, and carrying the current plan's operator parameters (those
         are the user's, ``trimtab publish-operator``; the controller never sets them)."""
-        v = self.current_version()
-        if v is not None:
-            cur = self.load(v)
-            update: dict[str, Any] = {}
-            if cur.operators != plan.operators:
-                update["operators"] = cur.operators
-            if v >= plan.version and cur != plan:
-                update["version"] = v + 1
-            if update:
-                plan = plan.model_copy(update=update)
-        self.publish(plan)
+        with self._locked():
+            self._fence(plan)
+            v = self.current_version()
+            if v is not None:
+                cur = self.load(v)
+                update: dict[str, Any] = {}
+                if cur.operators != plan.operators:
+                    update["operators"] = cur.operators
+                if v >= plan.version and cur != plan:
+                    update["version"] = v + 1
+                if update:
+                    plan = plan.model_copy(update=update)
+            self._write(plan)
         return plan
 
     def current_version(self) -> int | None:

@@ -1,4 +1,4 @@
-"""Passive standby for the driver: a lease with an epoch in SQLite, and the driver process.
+"""Passive standby for the driver: the driver process under a lease (``core.lease``).
 
 Two driver processes share one working directory. The *primary* holds the lease and renews it
 (a heartbeat). A *warm standby* starts its SparkSession in advance and waits; when the lease
@@ -23,61 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.lease import Lease
 from spark_adapter.batchstats import end_to_end
 
-__all__ = ["DriverOptions", "Lease", "run_driver", "wait_for_holder"]
-
-
-class Lease:
-    """A time-limited, epoch-numbered lease in SQLite (one holder at a time)."""
-
-    def __init__(self, path: str | Path, ttl_s: float = 3.0) -> None:
-        self.path = Path(path)
-        self.ttl_s = ttl_s
-        self._db = sqlite3.connect(
-            str(self.path), isolation_level=None, check_same_thread=False, timeout=10
-        )
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS lease (id INTEGER PRIMARY KEY CHECK (id = 0), epoch INTEGER, holder TEXT, expires REAL)"
-        )
-        self._db.execute("INSERT OR IGNORE INTO lease VALUES (0, 0, '', 0)")
-        self._lock = threading.Lock()
-
-    def acquire(self, holder: str, now: float | None = None) -> int | None:
-        """Take the lease if it is free or expired; returns the new epoch, or None."""
-        now = time.time() if now is None else now
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            epoch, owner, expires = self._db.execute(
-                "SELECT epoch, holder, expires FROM lease"
-            ).fetchone()
-            if owner and expires > now and owner != holder:
-                self._db.execute("ROLLBACK")
-                return None
-            self._db.execute(
-                "UPDATE lease SET epoch=?, holder=?, expires=?",
-                (epoch + 1, holder, now + self.ttl_s),
-            )
-            self._db.execute("COMMIT")
-            return int(epoch + 1)
-
-    def renew(self, holder: str, epoch: int, now: float | None = None) -> bool:
-        """Extend the lease while ``holder`` still owns ``epoch``."""
-        now = time.time() if now is None else now
-        with self._lock:
-            cur = self._db.execute(
-                "UPDATE lease SET expires=? WHERE holder=? AND epoch=? AND expires>?",
-                (now + self.ttl_s, holder, epoch, now),
-            )
-            return cur.rowcount == 1
-
-    def valid(self, epoch: int, now: float | None = None) -> bool:
-        """True while ``epoch`` is the current, unexpired lease."""
-        now = time.time() if now is None else now
-        with self._lock:
-            e, _, expires = self._db.execute("SELECT epoch, holder, expires FROM lease").fetchone()
-        return bool(e == epoch and expires > now)
+__all__ = ["DriverOptions", "run_driver", "wait_for_holder"]
 
 
 def wait_for_holder(lease_file: str | Path, prefix: str, timeout_s: float = 120.0) -> bool:

@@ -70,6 +70,38 @@ def run_cmd(
     raise typer.Exit(code)
 
 
+def _standbys(state_dir: Path) -> list[Path]:
+    return sorted(state_dir.glob("standby-*.json")) if state_dir.is_dir() else []
+
+
+def _read_status(f: Path) -> dict[str, Any]:
+    try:
+        st = json.loads(f.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError) as e:
+        fail(f"--state-dir: {f} is not a trimtab status file ({str(e).splitlines()[0]})")
+    if not isinstance(st, dict) or "pid" not in st:
+        fail(f"--state-dir: {f} is not a trimtab status file (no 'pid')")
+    return st
+
+
+def _lease_view(st: dict[str, Any], alive: bool) -> dict[str, Any]:
+    """Role, epoch and leader as the decision log's lease has them now (read-only): the
+    status file of a paused or dead primary still says "primary"."""
+    from core.lease import read_lease
+
+    lease = read_lease(st["decision_log"]) if st.get("decision_log") else None
+    if lease is None:
+        return {}
+    leader = lease.pid if lease.held() else None
+    if not alive:
+        role = "stopped"
+    elif leader == st["pid"]:
+        role = "primary"
+    else:  # a paused primary's file still says primary; its lease has expired
+        role = "primary, lease expired" if st.get("role") == "primary" else "standby"
+    return {"role": role, "epoch": lease.epoch, "leader_pid": leader}
+
+
 @app.command("status")
 def status_cmd(
     state_dir: Annotated[
@@ -77,28 +109,33 @@ def status_cmd(
     ] = Path(".trimtab"),
     json_out: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
-    """What the daemon is doing: last round, plan version, policies and health.
+    """What the daemon is doing: role (primary or standby), epoch, last round, plan version,
+    policies and health. With standbys sharing the decision log, it names the leader.
 
     Example: trimtab status
     """
     f = state_dir / "status.json"
-    if not f.exists():
+    standbys = _standbys(state_dir)
+    if not f.exists() and not standbys:
         fail(f"no daemon status in {state_dir} (is 'trimtab run' running with this state_dir?)", 1)
-    try:
-        st = json.loads(f.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError, OSError) as e:
-        fail(f"--state-dir: {f} is not a trimtab status file ({str(e).splitlines()[0]})")
-    if not isinstance(st, dict) or "pid" not in st:
-        fail(f"--state-dir: {f} is not a trimtab status file (no 'pid')")
+    st = _read_status(f if f.exists() else standbys[0])
     alive = _pid_alive(int(st.get("pid", -1))) and not st.get("stopped")
     st["running"] = alive
+    st.update(_lease_view(st, alive))
+    st["standby_pids"] = [
+        int(s.stem.split("-", 1)[1]) for s in standbys if _pid_alive(int(s.stem.split("-", 1)[1]))
+    ]
     if json_out:
         print_json(st)
         return
     t = Table(show_header=False)
     for k in (
         "running",
+        "role",
         "pid",
+        "epoch",
+        "leader_pid",
+        "standby_pids",
         "started_utc",
         "substrate",
         "plan_version",

@@ -322,24 +322,40 @@ def publish_operator_cmd(
 @app.command("inject")
 def inject_cmd(
     fault: Annotated[
-        str, typer.Argument(help="kill-executor, lose-executor, stop-executor or kill-driver")
+        str,
+        typer.Argument(
+            help="kill-executor, lose-executor, stop-executor, kill-driver, "
+            "kill-controller or stop-controller"
+        ),
     ],
-    target: Annotated[str | None, typer.Argument(help="executor id (not for kill-driver)")] = None,
+    target: Annotated[str | None, typer.Argument(help="executor id (executor faults)")] = None,
     workdir: Annotated[
         Path, typer.Option(help="the running pipeline's working directory (app.json)")
     ] = Path("."),
     seconds: Annotated[
-        float, typer.Option(min=0.1, help="stop-executor: how long to stop it")
+        float, typer.Option(min=0.1, help="stop-executor, stop-controller: how long to stop it")
     ] = 10.0,
+    decision_log: Annotated[
+        Path | None,
+        typer.Option(help="controller faults: the controllers' decision log (holds the lease)"),
+    ] = None,
 ) -> None:
     """Inject a fault into a running pipeline, a replay or a live driver (its workdir/app.json
-    names the application and the driver).
+    names the application and the driver), or into the controller holding the lease of a
+    decision log.
 
     Example: trimtab inject kill-executor 1 --workdir /tmp/run
     """
-    from spark_adapter.faults import inject
+    from controller.leadership import CONTROLLER_FAULTS, controller_fault
+    from spark_adapter.faults import FAULTS, inject
 
+    known = (*FAULTS, *CONTROLLER_FAULTS)
+    if fault not in known:
+        fail(f"fault: {fault!r} is not {', '.join(known[:-1])} or {known[-1]}")
     try:
+        if fault in CONTROLLER_FAULTS:
+            print_json(controller_fault(fault, decision_log, seconds))
+            return
         print_json(inject(fault, target, workdir, seconds))
     except ValueError as e:
         fail(str(e))

@@ -79,13 +79,16 @@ def test_restart_resumes_at_the_logged_plan_version(tmp_path: Path) -> None:
         d.tick()
     v = d.loop.plan.version
     assert v >= 1
+    d.lead.close()  # a clean stop releases the lease
     d.log.close()
     again = Daemon(settings(tmp_path))
     assert again.resumed_from == v
-    assert again.loop.plan.version == v
-    assert again.substrate.plan is not None and again.substrate.plan.version == v  # type: ignore[attr-defined]
+    # the resumed plan is published as the next version, under the new controller epoch
+    assert again.loop.plan.version == v + 1 and again.loop.plan.epoch == d.loop.plan.epoch + 1
+    assert again.loop.plan.placement == d.loop.plan.placement
+    assert again.substrate.plan is not None and again.substrate.plan.version == v + 1  # type: ignore[attr-defined]
     again.tick()
-    assert again.loop.plan.version >= v
+    assert again.loop.plan.version >= v + 1
     # round numbers go on across the restart, and every round has an ISO-8601 UTC time
     rows = DecisionLog.read_only(tmp_path / "decisions.sqlite").last(50)
     rounds = [r["round"] for r in rows]

@@ -1,0 +1,169 @@
+"""A time-limited, epoch-numbered lease in SQLite, and the fencing error its epochs raise.
+
+One holder at a time. Taking a free or expired lease increments its epoch; the holder renews it
+(a heartbeat) and loses it when a renewal comes after the expiry. The epoch is a fencing token
+(Kleppmann, "How to do distributed locking", 2016): whatever a holder writes carries its
+epoch, and a store that has seen epoch e refuses a write from an epoch below e, so a holder
+that was paused across its expiry and wakes up cannot overwrite its successor's work.
+
+Used by the Spark driver's warm standby (the lease in the working directory) and by the
+controller's standby (the lease in the decision log's database).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Lease", "LeaseState", "StaleEpochError", "holder_name", "read_lease"]
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS lease (id INTEGER PRIMARY KEY CHECK (id = 0), "
+    "epoch INTEGER, holder TEXT, expires REAL)"
+)
+
+
+class StaleEpochError(ValueError):
+    """A write from a holder whose epoch is older than the store's."""
+
+
+def holder_name(role: str = "controller") -> str:
+    """``role:host:pid``, the name a process holds a lease under.
+
+    >>> holder_name("driver").split(":")[0]
+    'driver'
+    """
+    return f"{role}:{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    """The lease as stored: its epoch, holder and expiry (seconds since the epoch)."""
+
+    epoch: int
+    holder: str
+    expires: float
+
+    @property
+    def pid(self) -> int | None:
+        """The holder's process id, when its name is ``role:host:pid``.
+
+        >>> LeaseState(3, "controller:box:4242", 0.0).pid
+        4242
+        >>> LeaseState(0, "", 0.0).pid is None
+        True
+        """
+        tail = self.holder.rsplit(":", 1)[-1]
+        return int(tail) if tail.isdigit() else None
+
+    @property
+    def host(self) -> str:
+        """The holder's host name ('' when the name has no host part)."""
+        parts = self.holder.split(":")
+        return parts[1] if len(parts) == 3 else ""
+
+    def held(self, now: float | None = None) -> bool:
+        """True while some holder has it and it has not expired."""
+        return bool(self.holder) and self.expires > (time.time() if now is None else now)
+
+
+class Lease:
+    """A time-limited, epoch-numbered lease in a SQLite file (one holder at a time).
+
+    >>> import tempfile
+    >>> f = Path(tempfile.mkdtemp()) / "l.sqlite"
+    >>> a, b = Lease(f, ttl_s=5), Lease(f, ttl_s=5)
+    >>> a.acquire("a", now=100.0), b.acquire("b", now=101.0)
+    (1, None)
+    >>> a.renew("a", 1, now=104.0), b.acquire("b", now=110.0), a.renew("a", 1, now=110.5)
+    (True, 2, False)
+    """
+
+    def __init__(self, path: str | Path, ttl_s: float = 3.0) -> None:
+        self.path = Path(path)
+        self.ttl_s = ttl_s
+        self._db = sqlite3.connect(
+            str(self.path), isolation_level=None, check_same_thread=False, timeout=10
+        )
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(_SCHEMA)
+        self._db.execute("INSERT OR IGNORE INTO lease VALUES (0, 0, '', 0)")
+        self._lock = threading.Lock()
+
+    def acquire(self, holder: str, now: float | None = None) -> int | None:
+        """Take the lease if it is free, expired or already ``holder``'s; the new epoch, or None."""
+        now = time.time() if now is None else now
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            epoch, owner, expires = self._db.execute(
+                "SELECT epoch, holder, expires FROM lease"
+            ).fetchone()
+            if owner and expires > now and owner != holder:
+                self._db.execute("ROLLBACK")
+                return None
+            self._db.execute(
+                "UPDATE lease SET epoch=?, holder=?, expires=?",
+                (epoch + 1, holder, now + self.ttl_s),
+            )
+            self._db.execute("COMMIT")
+            return int(epoch + 1)
+
+    def renew(self, holder: str, epoch: int, now: float | None = None) -> bool:
+        """Extend the lease while ``holder`` still owns ``epoch`` and it has not expired."""
+        now = time.time() if now is None else now
+        with self._lock:
+            cur = self._db.execute(
+                "UPDATE lease SET expires=? WHERE holder=? AND epoch=? AND expires>?",
+                (now + self.ttl_s, holder, epoch, now),
+            )
+            return cur.rowcount == 1
+
+    def release(self, holder: str, epoch: int) -> bool:
+        """Give the lease up at once (a clean stop), keeping the epoch; False if not held."""
+        with self._lock:
+            cur = self._db.execute(
+                "UPDATE lease SET expires=0 WHERE holder=? AND epoch=?", (holder, epoch)
+            )
+            return cur.rowcount == 1
+
+    def valid(self, epoch: int, now: float | None = None) -> bool:
+        """True while ``epoch`` is the current, unexpired lease."""
+        st = self.state()
+        return st.epoch == epoch and st.expires > (time.time() if now is None else now)
+
+    def state(self) -> LeaseState:
+        """The lease as stored now."""
+        with self._lock:
+            e, h, x = self._db.execute("SELECT epoch, holder, expires FROM lease").fetchone()
+        return LeaseState(int(e), str(h), float(x))
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._db.close()
+
+
+def read_lease(path: str | Path) -> LeaseState | None:
+    """The lease stored in ``path``, read-only; None if the file holds none (never writes).
+
+    >>> import tempfile
+    >>> read_lease(Path(tempfile.mkdtemp()) / "missing.sqlite") is None
+    True
+    """
+    p = Path(path)
+    if not p.exists():
+        return None
+    with contextlib.closing(
+        sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
+    ) as db:
+        try:
+            row = db.execute("SELECT epoch, holder, expires FROM lease").fetchone()
+        except sqlite3.DatabaseError:
+            return None
+    return None if row is None else LeaseState(int(row[0]), str(row[1]), float(row[2]))
