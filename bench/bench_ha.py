@@ -1,7 +1,8 @@
 """Availability targets: simulator ordering, executor kill, driver kill (warm standby vs cold
-restart), passive-standby overhead.
+restart), passive-standby overhead, controller failover.
 
-Run: .venv/bin/python -m bench.bench_ha
+Run: .venv/bin/python -m bench.bench_ha  (``driver``: only the driver failover; ``controller``:
+only the controller failover, written to its own section)
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import ROOT, environment, write_section
+from bench.controller_failover import controller_failover, section
 from controller.compare import compare_ha
 from controller.scenario import load_scenario
 from controller.testing import alternating_plan
@@ -179,6 +181,14 @@ def main() -> None:
     if sys.argv[1:] == ["driver"]:  # re-measure only the driver failover
         warm, cold = driver_kill(True), driver_kill(False)
         print(f"warm {warm:.1f} s, cold {cold:.1f} s, ratio {warm / cold:.2f}")
+        return
+    ctl = (
+        f"Command: `.venv/bin/python -m bench.bench_ha controller` ({environment()}).\n"
+        + section(controller_failover())
+    )
+    write_section("Controller failover", ctl)
+    print(ctl)
+    if sys.argv[1:] == ["controller"]:
         return
     table = sim_rows()
     kills = executor_kill()

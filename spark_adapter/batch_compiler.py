@@ -162,6 +162,21 @@ def filter_sql(q: QuerySpec) -> str:
     return " OR ".join(f"(stream = {_str(s)} AND ({q.predicate_sql(s)}))" for s in q.sides)
 
 
+def value_sql(q: QuerySpec) -> str:
+    """An input row's value ``v`` after its stream's maps (``v`` when no map changes it).
+
+    >>> from spark_adapter.query import QuerySpec
+    >>> q = QuerySpec("a", "aggregate", "sum", 10.0, 1.0, 2, {"s": 0, "t": 0},
+    ...               map_ops={"m": "v + 1"}, steps={"s": ("m",), "t": ()})
+    >>> value_sql(q)
+    "CASE stream WHEN 's' THEN (`v` + 1.0D) ELSE `v` END"
+    """
+    if not q.maps_values:
+        return "`v`"
+    cases = " ".join(f"WHEN {_str(s)} THEN {v}" for s in q.sides if (v := q.value_sql(s)) != "`v`")
+    return f"CASE stream {cases} ELSE `v` END"
+
+
 def pane_columns_sql(q: QuerySpec) -> dict[str, str]:
     """An input row's key group, side and pane, as SQL by column name."""
     sides = ", ".join(f"{_str(s)}, {i}" for s, i in q.sides.items())
@@ -263,6 +278,7 @@ class BatchSpec:
     keep: tuple[tuple[str, float], ...]  # per stream, as pinned
     input_keep: str | None  # tuple drops on the input rows (None: keep all)
     input_filter: str  # stream membership and stateless filters
+    input_value: str  # an input row's value after its maps
     pane_columns: tuple[tuple[str, str], ...]  # kg, side, pane of an input row
     window_keep: str | None  # window drops on the input's panes (None: keep all)
     route: str  # an input row's partition
@@ -305,6 +321,7 @@ def compile_batch(
         keep=tuple((s, float(plan.shed.keep_of(s))) for s in q.sides),
         input_keep=None if floors is not None else keep_sql(plan, q, pin.batch_id),
         input_filter=filter_sql(q),
+        input_value=value_sql(q),
         pane_columns=tuple(pane_columns_sql(q).items()),
         window_keep=window_tuple_sql(floors, q) if shed_windows and floors else None,
         route=route_sql(plan, q, running),

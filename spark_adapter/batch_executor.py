@@ -59,9 +59,9 @@ def shed_and_route(df: DataFrame, state: DataFrame, spec: BatchSpec) -> DataFram
         "key",
         *[F.expr(sql).alias(name) for name, sql in spec.pane_columns],
         F.lit(1.0).alias("cnt"),
-        F.col("v").alias("sum"),
-        F.col("v").alias("mn"),
-        F.col("v").alias("mx"),
+        F.expr(spec.input_value).alias("sum"),
+        F.expr(spec.input_value).alias("mn"),
+        F.expr(spec.input_value).alias("mx"),
         "event_id",
     )
     if spec.window_keep is not None:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from spark_adapter.expressions import Expr
 from spark_adapter.query import OPS, QuerySpec
 
 __all__ = [
@@ -312,14 +313,36 @@ def merge_partials(o: pd.DataFrame, q: QuerySpec) -> pd.DataFrame:
     ).sort_values(["key", "window_start"], ignore_index=True)
 
 
+def stateless(events: pd.DataFrame, q: QuerySpec) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: whether it passes its stream's filters, and its value ``v`` after its maps,
+    each stream's chain applied in order (as the Spark stage does). A row of another stream, or
+    whose mapped value is not finite, does not pass."""
+    mask = events["stream"].isin(list(q.sides)).to_numpy()
+    v = events["v"].to_numpy(dtype=np.float64).copy()
+    c = events["c"].to_numpy(dtype=np.float64) if "c" in events else np.zeros(len(events))
+    for s in q.sides:
+        chain = q.chain(s)
+        if not chain:
+            continue
+        sel = (events["stream"] == s).to_numpy()
+        env = {"v": v[sel], "c": c[sel]}
+        ok = np.ones(int(sel.sum()), dtype=bool)
+        for _kind, step in chain:
+            if isinstance(step, Expr):
+                env = {**env, "v": step.evaluate(env)}
+            else:
+                col, op, val = step  # type: ignore[misc]
+                ok &= OPS[op](env[col], val)
+        if q.value_sql(s) != "`v`":  # as the SQL: a mapped value must be finite
+            ok &= np.isfinite(env["v"])
+        mask[sel] &= ok
+        v[sel] = env["v"]
+    return mask, v
+
+
 def passes_filters(events: pd.DataFrame, q: QuerySpec) -> np.ndarray:
     """Rows of the query's streams that pass its stateless filters (as the Spark stage does)."""
-    mask = events["stream"].isin(list(q.sides)).to_numpy()
-    for s, preds in q.predicates.items():
-        sel = (events["stream"] == s).to_numpy()
-        for col, op, val in preds:
-            mask &= ~sel | OPS[op](events[col].to_numpy(), val)
-    return mask
+    return stateless(events, q)[0]
 
 
 def reference_output(
@@ -327,7 +350,8 @@ def reference_output(
 ) -> pd.DataFrame:
     """The expected final output of every window, from the kept input rows, without routing."""
     ev = events if keep is None else events[keep.to_numpy()]
-    ev = ev[passes_filters(ev, q)]
+    ok, v = stateless(ev, q)
+    ev = ev[ok].assign(v=v[ok]) if q.maps_values else ev[ok]
     w = q.panes_per_window
     pane = np.floor(ev["ts"].to_numpy() / q.slide_s).astype(np.int64)  # as Spark: floor(ts / slide)
     reps = np.full(pane.size, w)

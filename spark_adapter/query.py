@@ -1,7 +1,8 @@
 """The query as the Spark pipeline runs it: a scenario's network compiled to one keyed stage.
 
 Per-stream stateless operators (filters, maps, UDF costs) in front of one keyed windowed
-operator: an aggregate (count/sum/avg/min/max of ``v``) or a windowed equi-join whose result is
+operator; a stream's filters and maps apply in their chain's order (a map's ``expr``, see
+``spark_adapter.expressions``, rewrites ``v``; a filter after it tests the mapped value): an aggregate (count/sum/avg/min/max of ``v``) or a windowed equi-join whose result is
 counted per key and window. ``compile_query`` follows each stream's chain of stateless
 operators to the keyed operator, collecting its side, per-row cost and filter predicates, and
 names the operator when the network has a shape the pipeline cannot run. No pyspark import.
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from core.scenario import OperatorModel, Scenario
+from spark_adapter.expressions import Expr, parse
 
 __all__ = ["OPS", "QuerySpec", "compile_query", "with_operator_params"]
 
@@ -46,6 +48,9 @@ class QuerySpec:
     merge_cost_us: float = 0.0  # per partial merged across partitions
     filter_ops: dict[str, Predicate] = field(default_factory=dict)  # filter id -> predicate
     filter_streams: dict[str, tuple[str, ...]] = field(default_factory=dict)  # -> its streams
+    map_ops: dict[str, str] = field(default_factory=dict)  # map id -> expression over v, c
+    # stream -> its filters' and maps' ids in chain order (empty: ``predicates`` alone)
+    steps: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def panes_per_window(self) -> int:
@@ -60,10 +65,46 @@ class QuerySpec:
             for side in set(self.sides.values())
         }
 
+    def chain(self, stream: str) -> list[tuple[str, Predicate | Expr]]:
+        """``stream``'s filters (``("filter", predicate)``) and maps (``("map", expr)``) in
+        chain order."""
+        if stream not in self.steps:
+            return [("filter", p) for p in self.predicates.get(stream, [])]
+        return [
+            ("filter", self.filter_ops[o])
+            if o in self.filter_ops
+            else ("map", parse(self.map_ops[o]))
+            for o in self.steps[stream]
+        ]
+
+    def _walk_sql(self, stream: str) -> tuple[list[str], str]:
+        """The filter conditions and the value of ``stream``'s rows, as Spark SQL."""
+        env = {"v": "`v`", "c": "`c`"}
+        conds = []
+        for _kind, step in self.chain(stream):
+            if isinstance(step, Expr):
+                env = {**env, "v": step.sql(env)}
+            else:
+                col, op, val = step  # type: ignore[misc]
+                conds.append(f"{env[col]} {op} {float(val)!r}")
+        if env["v"] != "`v`":  # a row whose mapped value is not finite is dropped
+            v = env["v"]
+            conds.append(f"{v} IS NOT NULL AND NOT isnan({v}) AND abs({v}) < double('Infinity')")
+        return conds, env["v"]
+
     def predicate_sql(self, stream: str) -> str:
         """The stateless filters of ``stream`` as a Spark SQL condition."""
-        conds = [f"`{c}` {op} {float(v)!r}" for c, op, v in self.predicates.get(stream, [])]
+        conds = self._walk_sql(stream)[0]
         return " AND ".join(conds) if conds else "true"
+
+    def value_sql(self, stream: str) -> str:
+        """The value ``v`` of ``stream``'s rows after its maps, as Spark SQL."""
+        return self._walk_sql(stream)[1]
+
+    @property
+    def maps_values(self) -> bool:
+        """True when some map changes some stream's values."""
+        return any(self.value_sql(s) != "`v`" for s in self.sides)
 
 
 class _PathWalk:
@@ -78,6 +119,9 @@ class _PathWalk:
         self.predicates: dict[str, list[tuple[str, str, float]]] = {}
         self.filter_ops: dict[str, Predicate] = {}
         self.filter_streams: dict[str, tuple[str, ...]] = {}
+        self.map_ops: dict[str, str] = {}
+        self.steps: dict[str, tuple[str, ...]] = {}
+        self._added: set[tuple[str, str]] = set()  # (operator, stream): a union adds once
 
     def walk(self, src: str, side: int) -> None:
         if src in self.streams:
@@ -99,7 +143,15 @@ class _PathWalk:
                 self._add(o, s)
 
     def _add(self, o: OperatorModel, stream: str) -> None:
+        if (o.id, stream) in self._added:
+            return
+        self._added.add((o.id, stream))
         self.cost[stream] = self.cost.get(stream, 0.0) + o.cost_us
+        if o.kind == "map":
+            expr = str(o.params.get("expr", "v"))
+            parse(expr, f"operators.{o.id}.params.expr")
+            self.map_ops[o.id] = expr
+            self.steps[stream] = (*self.steps.get(stream, ()), o.id)
         if o.kind == "filter" and {"column", "op", "value"} <= set(o.params):
             if o.params["op"] not in OPS:
                 raise ValueError(
@@ -109,6 +161,7 @@ class _PathWalk:
             self.predicates.setdefault(stream, []).append(pred)
             self.filter_ops[o.id] = pred
             self.filter_streams[o.id] = (*self.filter_streams.get(o.id, ()), stream)
+            self.steps[stream] = (*self.steps.get(stream, ()), o.id)
 
 
 def compile_query(scenario: Scenario) -> QuerySpec:
@@ -152,6 +205,8 @@ def compile_query(scenario: Scenario) -> QuerySpec:
         merge_cost_us=top.merge_cost_us,
         filter_ops=paths.filter_ops,
         filter_streams=paths.filter_streams,
+        map_ops=paths.map_ops,
+        steps={s: paths.steps.get(s, ()) for s in paths.sides},
     )
 
 
@@ -161,16 +216,19 @@ COLUMNS = ("v", "c")  # the numeric columns of an input row a filter may test
 
 def with_operator_params(q: QuerySpec, ops: dict[str, dict[str, float | str]]) -> QuerySpec:
     """The query with a plan's operator parameters in effect (``Plan.operators``): a filter's
-    ``column``, ``op`` and ``value`` and an aggregate's ``agg`` (one of ``AGGS``: windows
-    emitted from then on) may change between batches; a change the keyed stage's state cannot
-    take (its key or window, an aggregate the partials cannot give) or an unknown operator
-    raises ``ValueError`` naming it.
+    ``column``, ``op`` and ``value``, a map's ``expr`` (``spark_adapter.expressions``) and an
+    aggregate's ``agg`` (one of ``AGGS``: windows emitted from then on) may change between
+    batches; a change the keyed stage's state cannot take (its key or window, an aggregate the
+    partials cannot give) or an unknown operator raises ``ValueError`` naming it.
 
     >>> q = QuerySpec("agg", "aggregate", "count", 10.0, 1.0, 2, {"s": 0},
     ...               {"s": [("v", ">", 10.0)]}, filter_ops={"f": ("v", ">", 10.0)},
-    ...               filter_streams={"f": ("s",)})
+    ...               filter_streams={"f": ("s",)}, map_ops={"m": "v"}, steps={"s": ("m", "f")})
     >>> with_operator_params(q, {"f": {"value": 50}}).predicate_sql("s")
     '`v` > 50.0'
+    >>> m = with_operator_params(q, {"m": {"expr": "v * 2"}})
+    >>> m.value_sql("s"), m.predicate_sql("s").split(" AND ")[0]
+    ('(`v` * 2.0D)', '(`v` * 2.0D) > 10.0')
     >>> with_operator_params(q, {"agg": {"agg": "max"}}).agg
     'max'
     >>> with_operator_params(q, {"agg": {"agg": "median"}})
@@ -181,40 +239,53 @@ def with_operator_params(q: QuerySpec, ops: dict[str, dict[str, float | str]]) -
     if not ops:
         return q
     preds = dict(q.filter_ops)
+    maps = dict(q.map_ops)
     agg = q.agg
     for op_id, params in ops.items():
         if op_id == q.op_id:
             agg = _keyed_params(q, params)
-            continue
-        if op_id not in preds:
+        elif op_id in preds:
+            preds[op_id] = _filter_params(op_id, params, preds[op_id])
+        elif op_id in maps:
+            unknown = sorted(set(params) - {"expr"})
+            if unknown:
+                raise ValueError(f"operators.{op_id}.params.{unknown[0]}: a map takes expr")
+            maps[op_id] = parse(
+                params.get("expr", maps[op_id]), f"operators.{op_id}.params.expr"
+            ).text  # type: ignore[arg-type]
+        else:
+            names = ", ".join(sorted({*preds, *maps})) or "none"
             raise ValueError(
-                f"operators.{op_id}: not a filter of this query "
-                f"(filters: {', '.join(sorted(preds)) or 'none'})"
+                f"operators.{op_id}: not a filter or map of this query (they are: {names})"
             )
-        col, cmp, val = preds[op_id]
-        unknown = sorted(set(params) - set(FILTER_PARAMS))
-        if unknown:
-            raise ValueError(
-                f"operators.{op_id}.params.{unknown[0]}: a filter takes {', '.join(FILTER_PARAMS)}"
-            )
-        col = str(params.get("column", col))
-        cmp = str(params.get("op", cmp))
-        if col not in COLUMNS:
-            raise ValueError(f"operators.{op_id}.params.column: {col!r} is not one of {COLUMNS}")
-        if cmp not in OPS:
-            raise ValueError(f"operators.{op_id}.params.op: unknown comparison {cmp!r}")
-        try:
-            val = float(params.get("value", val))
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"operators.{op_id}.params.value: {params.get('value')!r} is not a number"
-            ) from None
-        preds[op_id] = (col, cmp, val)
     predicates: dict[str, list[Predicate]] = {}
     for op_id, streams in q.filter_streams.items():
         for stream in streams:
             predicates.setdefault(stream, []).append(preds[op_id])
-    return replace(q, predicates=predicates, filter_ops=preds, agg=agg)
+    return replace(q, predicates=predicates, filter_ops=preds, map_ops=maps, agg=agg)
+
+
+def _filter_params(op_id: str, params: dict[str, float | str], pred: Predicate) -> Predicate:
+    """A filter's new predicate from its published parameters."""
+    col, cmp, val = pred
+    unknown = sorted(set(params) - set(FILTER_PARAMS))
+    if unknown:
+        raise ValueError(
+            f"operators.{op_id}.params.{unknown[0]}: a filter takes {', '.join(FILTER_PARAMS)}"
+        )
+    col = str(params.get("column", col))
+    cmp = str(params.get("op", cmp))
+    if col not in COLUMNS:
+        raise ValueError(f"operators.{op_id}.params.column: {col!r} is not one of {COLUMNS}")
+    if cmp not in OPS:
+        raise ValueError(f"operators.{op_id}.params.op: unknown comparison {cmp!r}")
+    try:
+        val = float(params.get("value", val))
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"operators.{op_id}.params.value: {params.get('value')!r} is not a number"
+        ) from None
+    return (col, cmp, val)
 
 
 def _keyed_params(q: QuerySpec, params: dict[str, float | str]) -> str:

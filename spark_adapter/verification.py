@@ -21,7 +21,7 @@ from shedding.drops import keep_mask
 from shedding.window_drops import block_size, floor_keep_mask, window_floor, window_uniform
 from spark_adapter.actuator import PinRow, PlanStore
 from spark_adapter.batch_compiler import drop_floors, window_keep
-from spark_adapter.operators import passes_filters, reference_output
+from spark_adapter.operators import reference_output, stateless
 from spark_adapter.query import QuerySpec, with_operator_params
 
 __all__ = [
@@ -122,18 +122,23 @@ def pinned_keep(events: pd.DataFrame, run: PinnedRun) -> tuple[np.ndarray, np.nd
     return keep, covered
 
 
-def pinned_filters(events: pd.DataFrame, run: PinnedRun) -> np.ndarray:
+def pinned_stateless(events: pd.DataFrame, run: PinnedRun) -> tuple[np.ndarray, np.ndarray]:
     """Per input row: passes the filters of its batch's pinned plan (``Plan.operators``), or
-    the query's own outside every batch."""
-    ok = passes_filters(events, run.q)
+    the query's own outside every batch, and its value after that plan's maps."""
+    ok, v = stateless(events, run.q)
     ids = events["event_id"].to_numpy()
     by_batch = {p.batch_id: p for p in run.pins}
     for b, (lo, hi) in run.ranges.items():
         ops = run.plans.load(by_batch[b].plan_version).operators if lo >= 0 else {}
         if ops:
             sel = (ids >= lo) & (ids <= hi)
-            ok[sel] = passes_filters(events[sel], with_operator_params(run.q, ops))
-    return ok
+            ok[sel], v[sel] = stateless(events[sel], with_operator_params(run.q, ops))
+    return ok, v
+
+
+def pinned_filters(events: pd.DataFrame, run: PinnedRun) -> np.ndarray:
+    """Per input row: passes the stateless operators of its batch's pinned plan."""
+    return pinned_stateless(events, run)[0]
 
 
 def closing_pin(starts: np.ndarray, q: QuerySpec, pins: Sequence[PinRow]) -> np.ndarray:
@@ -194,8 +199,9 @@ def windows_emitted(
 def reference(events: pd.DataFrame, run: PinnedRun) -> tuple[pd.DataFrame, int]:
     """Expected output from ``events`` with each batch's pinned drops, and the drop count."""
     keep, _ = pinned_keep(events, run)
-    passed = pinned_filters(events, run)
-    unfiltered = replace(run.q, predicates={})  # the filters are in ``passed``
+    passed, values = pinned_stateless(events, run)
+    events = events.assign(v=values)  # the maps are in ``values``, the filters in ``passed``
+    unfiltered = replace(run.q, predicates={}, steps={s: () for s in run.q.sides})
     kept = pd.Series(keep & passed)
     out = reference_output(events, unfiltered, kept)
     out = pinned_aggregates(

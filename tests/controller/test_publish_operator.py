@@ -91,3 +91,47 @@ def test_the_controller_keeps_the_users_operator_parameters(work: Path) -> None:
     applied = store.publish_next(mine)
     assert applied.version == 2 and applied.operators == {"filter_v": {"value": 70}}
     assert store.load_current() == applied
+
+
+@pytest.fixture
+def mapped(tmp_path: Path) -> tuple[Path, Path]:
+    """seed-groupby-window with an identity map ``scale_v`` in front of its filter."""
+    import yaml
+
+    doc = yaml.safe_load(SCENARIO.read_text())
+    doc["operators"][0]["inputs"] = ["scale_v"]
+    doc["operators"].insert(
+        0, {"id": "scale_v", "kind": "map", "inputs": ["s"], "cost_us": 0, "params": {"expr": "v"}}
+    )
+    sc = tmp_path / "mapped.yaml"
+    sc.write_text(yaml.safe_dump(doc))
+    q = compile_query(load_scenario(sc))
+    PlanStore(tmp_path / "plans").publish(key_group_plan(q, [0] * q.key_groups, 0, 2))
+    return tmp_path, sc
+
+
+@pytest.mark.parametrize(
+    ("params", "ok", "words"),
+    [
+        ('{"expr": "abs(v - 50) * 2 + c"}', True, []),
+        ('{"expr": "v ** 2"}', False, ["operators.scale_v.params.expr", "'**' is not allowed"]),
+        ('{"expr": "key * 2"}', False, ["operators.scale_v.params.expr", "unknown column 'key'"]),
+        ('{"expr": "__import__(1)"}', False, ["operators.scale_v.params.expr", "not allowed"]),
+        ('{"fn": "v"}', False, ["operators.scale_v.params.fn", "a map takes expr"]),
+    ],
+)
+def test_a_map_expression_is_checked_before_it_is_published(
+    mapped: tuple[Path, Path], params: str, ok: bool, words: list[str]
+) -> None:
+    work, sc = mapped
+    args = ["publish-operator", "scale_v", "--params", params, "--workdir", str(work)]
+    r = CliRunner().invoke(app, [*args, "--scenario", str(sc)])
+    store = PlanStore(work / "plans")
+    if ok:
+        assert r.exit_code == 0, r.output
+        assert store.load_current().operators == {"scale_v": json.loads(params)}
+        return
+    assert r.exit_code == 2, r.output
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and all(w in lines[0] for w in words), lines
+    assert store.current_version() == 0

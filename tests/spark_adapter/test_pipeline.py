@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -591,4 +592,57 @@ def test_a_filter_changed_between_batches_matches_the_pinned_reference(
     # windows emitted before batch 3 are counts, later ones maxima of v (not whole numbers)
     frac = exp["value"] % 1 != 0
     assert frac.any() and not frac.all()
+    pipe.cleanup()
+
+
+def test_a_map_expression_changed_between_batches_matches_the_pinned_reference(
+    spark, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """A map ``scale_v`` (identity) in front of ``filter_v`` (v > 10) becomes ``v * 0.2 + 5``
+    from batch 2, with ``count_k`` a sum: the filter tests the mapped value, the sums are of
+    mapped values, the output equals the reference with each batch's pinned expression, and
+    batch 2 replayed after another expression keeps its own."""
+    from core.scenario import OperatorModel
+
+    sc = load_scenario(SCENARIOS / "seed-groupby-window.yaml")
+    ops_ = [o.model_dump() for o in sc.operators]
+    ops_[0]["inputs"] = ["scale_v"]  # filter_v reads the map
+    mapped = OperatorModel.model_validate(
+        {"id": "scale_v", "kind": "map", "inputs": ["s"], "cost_us": 0, "params": {"expr": "v"}}
+    )
+    sc = sc.model_copy(
+        update={"operators": [mapped, *(OperatorModel.model_validate(o) for o in ops_)]}
+    )
+    q = compile_query(sc)
+    assert q.steps["s"] == ("scale_v", "filter_v") and not q.maps_values
+    pipe = SparkPipeline(spark, q, tmp_path, PipelineOptions(2))
+    pipe.input.generate(sc, 5, scale=0.1)
+    base = plan(q, [i % 2 for i in range(q.key_groups)])
+    pipe.plans.publish(base.model_copy(update={"operators": {"count_k": {"agg": "sum"}}}))
+    for b in range(5):
+        if b == 2:
+            cur = pipe.plans.load_current()
+            pipe.plans.publish(
+                cur.next(operators={**cur.operators, "scale_v": {"expr": "v * 0.2 + 5"}})
+            )
+        pipe.process(segment(spark, pipe, b), b)
+        if b == 2:
+            cur = pipe.plans.load_current()
+            pipe.plans.publish(
+                cur.next(operators={**cur.operators, "scale_v": {"expr": "v - 1000"}})
+            )
+            again = pipe.process(segment(spark, pipe, 2), 2)
+            assert again.replay and again.plan_version == 1
+    ev = pipe.input.read()
+    rows = [int(pipe.stats[b].rows.sum()) for b in range(5)]
+    for b, f in ((0, lambda v: v), (2, lambda v: v * 0.2 + 5), (4, lambda v: v - 1000)):
+        seg = ev[(ev["event_id"] >= b << 32) & (ev["event_id"] < (b + 1) << 32)]
+        assert rows[b] == int((f(seg["v"]) > 10).sum()), (b, rows)
+    assert rows[4] == 0  # v - 1000 > 10 passes nothing: the newest expression took effect
+    pipe.flush()
+    got, (exp, _) = pipe.output(), pipe.reference()
+    assert_matches_reference(got, exp)
+    # against the query's own identity map the sums differ: the expression took effect
+    own = ops.reference_output(ev, replace(q, agg="sum"))
+    assert len(own) != len(exp) or not np.allclose(own["value"], exp["value"])
     pipe.cleanup()
