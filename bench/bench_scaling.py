@@ -66,12 +66,32 @@ def lag_after_arrival(durations: list[float], tick_s: float) -> list[float]:
     return out
 
 
-def spark_rows(batches: int = 28) -> dict[str, dict[str, Any]]:
-    """``spark-elastic-ramp`` on local-cluster: scaling 1..2 executors against a static single
-    executor (the same controller with max_nodes 1)."""
+PLATEAU = (5000.0, 18.0, 108.0, 132.0)  # high rate (rows/s), its start and end, duration (s)
+
+
+def plateau(sc: ScenarioFile) -> ScenarioFile:
+    """``spark-elastic-ramp`` with a 30-batch plateau at 1.0 executor-cores (5000 rows/s at
+    replay scale 0.1) instead of 10 batches at 1.2: long enough for a backlog's trend to show."""
+    high, up, down, duration = PLATEAU
+    s = sc.streams[0]
+    rate = s.rate.model_copy(update={"steps": [(up, high), (down, s.rate.rate)]})
+    stream = s.model_copy(update={"rate": rate})
+    return sc.model_copy(update={"streams": [stream], "duration_s": duration})
+
+
+def lag_slope(lag: list[float], last: int = 10) -> float:
+    """Seconds of lag gained per batch over the ``last`` batches of the plateau (least squares);
+    the plateau's batches are those before the load falls (batch index < down / tick)."""
+    end = int(PLATEAU[2] / 3.0) - 1  # lag[i] is batch i + 1's
+    y = np.asarray(lag[max(0, end - last) : end])
+    return float(np.polyfit(np.arange(y.size), y, 1)[0]) if y.size >= 3 else float("nan")
+
+
+def spark_rows(sc: ScenarioFile, batches: int) -> dict[str, dict[str, Any]]:
+    """``sc`` on local-cluster: scaling 1..2 executors against a static single executor (the
+    same controller with max_nodes 1)."""
     from controller.spark_replay import replay_spark
 
-    sc = load_scenario(ROOT / "scenarios" / "spark-elastic-ramp.yaml")
     one = sc.controller.scaling.model_copy(update={"max_nodes": 1})
     out = {}
     for label, s in (("static, 1 executor", sc.with_controller(scaling=one)), ("scaling 1..2", sc)):
@@ -91,7 +111,7 @@ def spark_rows(batches: int = 28) -> dict[str, dict[str, Any]]:
     return out
 
 
-def spark_body(rows: dict[str, dict[str, Any]]) -> str:
+def spark_body(rows: dict[str, dict[str, Any]], slope: bool = False) -> str:
     table = []
     for label, r in rows.items():
         lag, dur, parts = np.array(r["lag"]), np.array(r["dur"]), r["parts"]
@@ -102,9 +122,10 @@ def spark_body(rows: dict[str, dict[str, Any]]) -> str:
             peak = dur[first : first + 3].max()
             ratio = f"{peak / np.median(dur[settled]):.2f}" if settled else "-"
             ratio_all = f"{peak / np.median(dur[1:]):.2f}"
+        trend = f" {lag_slope(r['lag']):+.2f} |" if slope else ""
         table.append(
             f"| {label} | {r['matches']} | {max(r['execs'])} | {r['actions']} | "
-            f"{r['exec_s']:.0f} | {lag.max():.1f} | {lag[-1]:.1f} | {ratio} | {ratio_all} |"
+            f"{r['exec_s']:.0f} | {lag.max():.1f} | {lag[-1]:.1f} | {ratio} | {ratio_all} |{trend}"
         )
     return "\n".join(table)
 
@@ -170,7 +191,9 @@ Running nodes over time (trimtab): {tt["nodes"]}.
 at its ceiling.
 """
     if "--no-spark" not in sys.argv:
-        sp = spark_rows()
+        ramp = load_scenario(ROOT / "scenarios" / "spark-elastic-ramp.yaml")
+        sp = spark_rows(ramp, 28)
+        pl = spark_rows(plateau(ramp), int(PLATEAU[3] / ramp.tick_s))
         body += f"""
 On Spark (`spark-elastic-ramp`, local-cluster[2,1,1024], replay scale 0.1): a keyed count whose
 load steps from 0.3 to 1.2 executor-cores at batch 6 and back at batch 16 (3 s ticks); the controller in the
@@ -188,6 +211,20 @@ against the median 2-partition batch after them ("settled") and against the run'
 Batch durations (s), scaling run: {[round(x, 2) for x in sp["scaling 1..2"]["dur"]]}.
 Partitions per batch: {sp["scaling 1..2"]["parts"]}; executors per batch:
 {sp["scaling 1..2"]["execs"]}.
+
+The same scenario with a longer, lower plateau (in the bench, `plateau()`: {PLATEAU[0]:.0f}
+rows/s, 1.0 executor-cores at replay scale 0.1, from {PLATEAU[1]:.0f} s to {PLATEAU[2]:.0f} s: 30
+batches), so that a backlog's trend shows (target: the static executor's backlog grows through
+the plateau, the scaled one's stays bounded). Lag trend: seconds of lag gained per batch over
+the plateau's last 10 batches (least squares).
+
+| run | output = reference | most executors | scale actions | executor-seconds | max lag (s) | final lag (s) | scale-out peak / settled median | / run median | lag trend (s per batch) |
+|---|---|---|---|---|---|---|---|---|---|
+{spark_body(pl, slope=True)}
+
+Batch durations (s): static {[round(x, 2) for x in pl["static, 1 executor"]["dur"]]};
+scaling {[round(x, 2) for x in pl["scaling 1..2"]["dur"]]}.
+Partitions per batch, scaling run: {pl["scaling 1..2"]["parts"]}.
 """
     write_section("Continuous optimization (scaling)", body)
     print(body)

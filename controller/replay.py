@@ -21,7 +21,14 @@ from controller.wiring import make_policy, make_simulator, with_shedding
 from core import loadstats
 from simulator import SimResult
 
-__all__ = ["ReplayResult", "duplicates", "replay_sim", "scaling_summary", "summarize"]
+__all__ = [
+    "ReplayResult",
+    "duplicates",
+    "guarantee",
+    "replay_sim",
+    "scaling_summary",
+    "summarize",
+]
 
 
 @dataclass
@@ -116,6 +123,7 @@ def summarize(res: SimResult, k: int) -> dict[str, Any]:
         "dropped_fraction": tot["dropped"] / tot["in"] if tot["in"] else 0.0,
         "lost_tuples": tot["lost"],
         "duplicate_tuples": duplicates(tot),
+        "guarantee": guarantee(tot["lost"], duplicates(tot)),
         "tuples_in": tot["in"],
         "tuples_out": tot["out"],
         "tuples_queued": tot["queued"],
@@ -134,6 +142,16 @@ def duplicates(tot: dict[str, float]) -> float:
     """
     extra = tot["out"] + tot["dropped"] + tot["queued"] + tot["lost"] - tot["in"]
     return float(extra) if extra > 1e-9 * max(tot["in"], 1.0) else 0.0
+
+
+def guarantee(lost: float, duplicated: float) -> str:
+    """What a run delivered, from what it measured (Hwang et al.): ``gap`` when tuples were
+    lost, ``repeating`` when some were output twice, ``precise`` when neither.
+
+    >>> guarantee(0.0, 0.0), guarantee(12.5, 0.0), guarantee(0.0, 3.0)
+    ('precise', 'gap', 'repeating')
+    """
+    return "gap" if lost > 0 else "repeating" if duplicated > 0 else "precise"
 
 
 def scaling_summary(res: SimResult) -> dict[str, Any]:

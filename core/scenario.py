@@ -213,6 +213,12 @@ class SimulatorSettings(BaseModel):
     restore_s_per_mb: float = Field(
         0.01, ge=0, description="CPU seconds to restore one MB of state"
     )
+    ack_cost_us: float = Field(
+        1.0,
+        ge=0,
+        description="upstream backup: CPU microseconds to keep one tuple at its producer until "
+        "it is acknowledged, and to acknowledge it",
+    )
 
 
 class Scenario(BaseModel):

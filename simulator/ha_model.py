@@ -1,18 +1,23 @@
-"""Availability in the simulator: each policy's runtime overhead, failover, recovery and guarantee.
+"""Availability in the simulator: each policy's runtime overhead, failover and recovery.
 
 Following Hwang et al. (ICDE 2005) qualitatively:
 
 * ``none`` (amnesia): no overhead; a killed node's queued tuples and in-flight input during
   detection are lost (gap recovery); its units restart empty on the least-loaded survivors.
-* ``upstream``: upstream output queues are kept until acknowledged (a small buffering cost,
-  1% of the work they carry); after detection the units restart on the least-loaded survivors
-  and rebuild their state by replaying the retained input their windows depend on (replay work
-  = unit load x window length); nothing is lost (precise, with de-duplication).
+* ``upstream``: every tuple a unit takes in is kept at its producer until acknowledged; the
+  buffering and the acknowledgement cost ``ack_cost_us`` of CPU per tuple (tuples = a unit's
+  work / its operator's cost per tuple), on the unit's node. After detection the units restart
+  on the least-loaded survivors and rebuild their state by replaying the retained input their
+  windows depend on (replay work = unit load x window length); the replay rebuilds state and
+  emits nothing, so nothing is output twice.
 * ``passive``: every k ticks each unit checkpoints its state to its standby (CPU per MB of
   state); after detection the standby restores the checkpoint and replays the input since it
   (unit load x ticks since the checkpoint); precise.
 * ``active``: a replica on another node does the same work all the time (100% extra CPU);
   after detection it simply takes over; precise.
+
+What a run guarantees is not looked up per policy: ``guarantee`` (``controller.replay``) follows
+from the tuples the run measured lost and duplicated.
 
 Failover happens at detection (``detection_s`` after the fault), without waiting for the
 controller, which then adopts the substrate's placement. The model returns what a failure
@@ -34,10 +39,7 @@ from ha.passive_standby import place_standbys
 from ha.recovery import replace_lost
 from placement.baselines import llf
 
-__all__ = ["GUARANTEES", "Failover", "HAModel", "Recovery"]
-
-GUARANTEES = {"none": "gap", "upstream": "precise", "passive": "precise", "active": "precise"}
-ACK_COST = 0.01  # upstream backup: buffering and acks, as a fraction of the work carried
+__all__ = ["Failover", "HAModel", "Recovery"]
 
 IntArray = NDArray[np.int64]
 Array = NDArray[np.float64]
@@ -77,7 +79,8 @@ class Failover:
 class HAModel:
     """Per-tick HA overhead and failure handling, as effects the simulator applies.
 
-    ``window_s`` and ``state_mb`` are per unit; the model keeps no reference to the simulator.
+    ``window_s``, ``state_mb`` and ``tuple_cost_s`` (the operator's CPU per tuple) are per
+    unit; the model keeps no reference to the simulator.
     """
 
     def __init__(
@@ -88,6 +91,7 @@ class HAModel:
         window_s: Array,
         state_mb: Array,
         tick_s: float,
+        tuple_cost_s: Array | None = None,
     ) -> None:
         self.policy = policy
         self.k = max(1, checkpoint_interval)
@@ -95,6 +99,11 @@ class HAModel:
         self.ckpt_s_per_mb = constants.checkpoint_s_per_mb
         self.restore_s_per_mb = constants.restore_s_per_mb
         self.window_s, self.state_mb, self.tick_s = window_s, state_mb, tick_s
+        cost = np.zeros_like(window_s) if tuple_cost_s is None else tuple_cost_s
+        # acknowledgement work per unit of a unit's own work (0 where the cost is unknown)
+        self.ack_per_work = np.divide(
+            constants.ack_cost_us * 1e-6, cost, out=np.zeros_like(cost), where=cost > 0
+        )
         self.overhead_work = 0.0
         self.useful_work = 0.0
         self.recoveries: list[Recovery] = []
@@ -113,7 +122,7 @@ class HAModel:
         self.useful_work += float(work.sum())
         extra = np.zeros(n)
         if self.policy == "upstream":
-            extra = np.bincount(assign, weights=work * ACK_COST, minlength=n)
+            extra = np.bincount(assign, weights=work * self.ack_per_work, minlength=n)
         elif self.policy == "passive":
             self.since_ckpt += 1
             if self.since_ckpt >= self.k:
@@ -207,7 +216,7 @@ class HAModel:
 
     # --------------------------------------------------------------- summary
     def summary(self) -> dict[str, float | str]:
-        """Runtime overhead, recovery times and the guarantee."""
+        """Runtime overhead and recovery times."""
         times = [r.time_s for r in self.recoveries if r.time_s is not None]
         return {
             "ha_policy": self.policy,
@@ -216,5 +225,4 @@ class HAModel:
             "recovery_time_max": float(np.max(times)) if times else 0.0,
             "recoveries": float(len(times)),
             "recoveries_unfinished": float(len(self.recoveries) - len(times)),
-            "guarantee": GUARANTEES[self.policy],
         }

@@ -89,6 +89,7 @@ class Simulator:
             window_s,
             self.units.state_bytes / 1e6,
             self.tick_s,
+            np.array([self.net.operators[i].cost_us for i in self.units.op_index], float) * 1e-6,
         )
         self.lost_in_failover = 0.0
         self.failover_moves = 0

@@ -103,7 +103,7 @@ def _daemon(cfg: Path, tmp: Path, name: str) -> subprocess.Popen[str]:
         [EXE, "run", "--config", str(cfg)],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
-        stderr=open(tmp / f"{name}.err", "w"),  # noqa: SIM115 (closed with the process)
+        stderr=open(tmp / f"{name}.err", "w"),
         text=True,
     )
 

@@ -87,3 +87,28 @@ def test_compare_ha_cli_json() -> None:
         cwd=ROOT,
     )
     assert bad.returncode == 2 and "magic" in bad.stderr
+
+
+def test_upstream_overhead_is_the_acknowledgement_work_of_the_tuples_carried() -> None:
+    """Upstream backup's overhead is ``ack_cost_us`` per tuple a unit takes in: it scales with
+    the constant and, per unit of work, with 1 / the operators' cost per tuple."""
+    from controller.replay import replay_sim
+
+    sc = load_scenario(SCENARIOS / "failure-storm.yaml")
+    ctl = sc.controller.model_copy(
+        update={"ha": sc.controller.ha.model_copy(update={"policy": "upstream"})}
+    )
+
+    def overhead(ack_us: float, cost_factor: float = 1.0) -> float:
+        sim = sc.simulator.model_copy(update={"ack_cost_us": ack_us})
+        ops = [o.model_copy(update={"cost_us": o.cost_us * cost_factor}) for o in sc.operators]
+        s = sc.model_copy(update={"controller": ctl, "simulator": sim, "operators": ops})
+        return float(replay_sim(s, ticks=60).summary["runtime_overhead"])
+
+    base = overhead(1.0)
+    assert base > 0
+    assert overhead(2.0) == pytest.approx(2 * base, rel=1e-9)
+    assert overhead(0.0) == 0.0
+    # operators twice as costly per tuple carry half the tuples per unit of work
+    assert overhead(1.0, cost_factor=2.0) == pytest.approx(base / 2, rel=1e-6)
+
