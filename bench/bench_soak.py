@@ -36,7 +36,8 @@ import psutil
 from bench.common import ROOT, environment, write_section
 from controller.config import load_settings
 from controller.daemon import Daemon
-from spark_adapter.batchstats import BatchStats, trim_batch_stats, write_batch_stats
+from spark_adapter.actuator import PlanLog, PlanStore, retire_plans
+from spark_adapter.batchstats import BatchStats, retire_batch_stats, write_batch_stats
 
 RETENTION = 2000
 EVERY = 1000
@@ -50,6 +51,7 @@ def _rows(db: Path) -> tuple[int, int]:
 
 
 KEEP_BATCH_FILES = 1000  # the pipeline's default metrics retention
+SNAPSHOT_EVERY = 10  # the synthetic pipeline's state snapshots, after which it retires plans
 
 
 def synthetic_batch(b: int, rng: np.random.Generator, n: int = 2, kgs: int = 8) -> BatchStats:
@@ -102,12 +104,19 @@ def soak_external(rounds: int) -> list[dict[str, float]]:
             availability={"policy": "upstream"},
         )
         daemon = Daemon(settings)
+        plans, log = PlanStore(work / "plans"), PlanLog(work / "planlog.sqlite")
         samples = []
         t0 = time.perf_counter()
         spent = 0.0
         for r in range(1, rounds + 1):
+            # the pipeline's side: pin, write the statistics, commit, snapshot and retire
+            log.resolve(r, plans, float(r))
             write_batch_stats(synthetic_batch(r, rng), metrics)
-            trim_batch_stats(metrics, r - KEEP_BATCH_FILES)
+            retire_batch_stats(metrics, r, KEEP_BATCH_FILES)
+            log.commit(r, 0)
+            if r % SNAPSHOT_EVERY == 0:
+                log.record_snapshot(r, "synthetic")
+                retire_plans(log, plans)
             t = time.perf_counter()
             daemon.tick()
             spent += time.perf_counter() - t
@@ -126,6 +135,7 @@ def soak_external(rounds: int) -> list[dict[str, float]]:
                 )
                 spent = 0.0
         daemon.log.close()
+        log.close()
     return samples
 
 
@@ -173,7 +183,10 @@ def external_section(rounds: int, samples: list[dict[str, float]]) -> str:
 External mode (`.venv/bin/python -m bench.bench_soak {rounds} external`): the daemon steering a
 pipeline's working directory (seed-groupby-window, correlation-oneway, lp, upstream backup)
 that a synthetic pipeline feeds one micro-batch's statistics file per round (the pipeline's
-own writer, keeping the newest {KEEP_BATCH_FILES:,} files). RSS from round {first["round"]:,} to
+own writer, keeping the newest {KEEP_BATCH_FILES:,} files; it pins each batch in a plan log,
+snapshots every {SNAPSHOT_EVERY} batches and then retires the plans no restore needs beyond the
+newest 1,000, as a `trimtab pipeline run` driver does). The controller publishes a plan
+almost every round: the live partitioner re-routes each micro-batch's hot keys. RSS from round {first["round"]:,} to
 {last["round"]:,}: {first["rss_mb"]:.1f} to {last["rss_mb"]:.1f} MB ({growth:+.1%}; target at most
 +5%); open files {first["open_files"]} to {last["open_files"]}; a round took
 {first["round_ms"]:.1f} ms over the first {EVERY:,} rounds and {last["round_ms"]:.1f} ms over the last.

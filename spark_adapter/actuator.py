@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 from core.lease import StaleEpochError
 from core.plans import Plan
 
-__all__ = ["BatchPin", "PinRow", "PlanLog", "PlanStore", "atomic_write"]
+__all__ = ["BatchPin", "PinRow", "PlanLog", "PlanStore", "atomic_write", "retire_plans"]
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -140,6 +140,21 @@ class PlanStore:
             raise KeyError(f"no plan published in {self.root}")
         return self.load(v)
 
+    def trim(self, below: int) -> int:
+        """Remove the published versions before ``below``, never the current one; the number
+        removed. Only the pipeline knows which versions a replay or a restore still needs
+        (``retire_plans``)."""
+        removed = 0
+        with self._locked():
+            cur = self.current_version()
+            for p in self.root.glob("v*.json"):
+                v = int(p.stem[1:])
+                if v < below and v != cur:
+                    p.unlink(missing_ok=True)
+                    self._cache.pop(v, None)
+                    removed += 1
+        return removed
+
 
 @dataclass(frozen=True)
 class BatchPin:
@@ -250,6 +265,19 @@ class PlanLog:
         rows = self._db.execute("SELECT batch_id, path FROM snapshots ORDER BY batch_id")
         return [(int(b), str(p)) for b, p in rows]
 
+    def oldest_needed_version(self, current: int) -> int | None:
+        """The oldest plan version a restore or a replay can still load: the oldest pinned by a
+        batch after the newest snapshot (a restore refolds those), else ``current`` (the next
+        batch pins it or a newer one); None without a snapshot (then a restore refolds from
+        batch 0 and every version is needed)."""
+        snap = self.latest_snapshot()
+        if snap is None:
+            return None
+        row = self._db.execute(
+            "SELECT MIN(plan_version) FROM pins WHERE batch_id > ?", (snap[0],)
+        ).fetchone()
+        return current if row is None or row[0] is None else min(int(row[0]), current)
+
     def latest_snapshot(self, at_most: int | None = None) -> tuple[int, str] | None:
         """The newest snapshot at or before ``at_most``."""
         q = "SELECT batch_id, path FROM snapshots"
@@ -272,3 +300,15 @@ class PlanLog:
     def close(self) -> None:
         """Close the database."""
         self._db.close()
+
+
+def retire_plans(log: PlanLog, plans: PlanStore, keep: int = 1000) -> int:
+    """Remove the plan versions no restore or replay can load any more (before the oldest pinned
+    by a batch after the newest snapshot) and not among the newest ``keep`` (a reference check
+    over recent batches still finds theirs), so a months-long run's plan store stays bounded;
+    the number removed. Without a snapshot nothing is removed."""
+    cur = plans.current_version()
+    oldest = None if cur is None else log.oldest_needed_version(cur)
+    if oldest is None or cur is None:
+        return 0
+    return plans.trim(min(oldest, cur - keep + 1))

@@ -26,6 +26,7 @@ __all__ = [
     "observation_from_batches",
     "partition_status",
     "read_batch_stats",
+    "retire_batch_stats",
     "write_batch_stats",
 ]
 
@@ -77,6 +78,26 @@ def write_batch_stats(st: BatchStats, directory: Path) -> Path:
     path = directory / f"batch-{st.batch_id:08d}.json"
     atomic_write(path, json.dumps(doc).encode())
     return path
+
+
+def retire_batch_stats(directory: Path, batch_id: int, keep: int) -> bool:
+    """After writing batch ``batch_id``'s file, remove the one that falls out of the newest
+    ``keep`` (0 keeps all), so a months-long run's metrics directory stays bounded.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> for b in range(5):
+    ...     _ = (d / f"batch-{b:08d}.json").write_text("{}")
+    ...     _ = retire_batch_stats(d, b, 3)
+    >>> sorted(p.name for p in d.iterdir())
+    ['batch-00000002.json', 'batch-00000003.json', 'batch-00000004.json']
+    """
+    if keep <= 0 or batch_id < keep:
+        return False
+    f = directory / f"batch-{batch_id - keep:08d}.json"
+    existed = f.exists()
+    f.unlink(missing_ok=True)
+    return existed
 
 
 def read_batch_stats(path: Path) -> BatchStats:

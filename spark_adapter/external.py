@@ -3,7 +3,9 @@
 The pipeline writes ``metrics/batch-<b>.json`` after every micro-batch and pins whatever
 ``plans/current`` points at when a batch starts. ``ExternalSparkSubstrate`` is the controller's
 side of that protocol: ``observe`` reads the batch files it has not seen (a replayed batch's
-newer file replaces the first), ``apply`` publishes to the plan store. No pyspark import.
+newer file replaces the first), ``apply`` publishes to the plan store. It remembers only the
+files present (the pipeline keeps the newest ``metrics_keep``), so a months-long run's memory
+stays bounded. No pyspark import.
 """
 
 from __future__ import annotations
@@ -33,11 +35,16 @@ class ExternalSparkSubstrate:
     def observe(self) -> Observation:
         """Batches written (or rewritten by a replay) since the previous call."""
         fresh: list[BatchStats] = []
+        seen: dict[Path, float] = {}
         for f in sorted((self.dir / "metrics").glob("batch-*.json")):
-            m = f.stat().st_mtime_ns
+            try:
+                m = f.stat().st_mtime_ns
+            except FileNotFoundError:  # retired by the pipeline meanwhile
+                continue
+            seen[f] = m
             if self.mtimes.get(f) != m:
-                self.mtimes[f] = m
                 fresh.append(read_batch_stats(f))
+        self.mtimes = seen  # files the pipeline retired are forgotten
         return observation_from_batches(fresh, self.n, self.streams, self.tick_s, self.version)
 
     def apply(self, plan: Plan) -> Plan:

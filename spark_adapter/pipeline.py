@@ -13,9 +13,7 @@ For micro-batch b, ``SparkPipeline.process`` runs named steps:
 4. **collect**: the statistics rows and the split keys' partials, one job;
 5. **write**: ``output/batch=<b>`` overwritten (idempotent), fenced by the lease;
 6. **commit**: the plan log's commit, a state snapshot when due (``recovery``), input-log
-   retention; ``metrics/batch-<b>.json`` for an external controller.
-
-Recovery (``recovery.restore``) refolds committed batches through the same steps without
+   retention; ``metrics/batch-<b>.json`` for an external controller. Recovery (``recovery.restore``) refolds committed batches through the same steps without
 writing; verification (``verification``) recomputes the output from the input log with the
 same pinned drops.
 """
@@ -40,9 +38,9 @@ from core.plans import Plan
 from ha.passive_standby import CheckpointCadence
 from spark_adapter import batch_executor as steps
 from spark_adapter import verification
-from spark_adapter.actuator import BatchPin, PlanLog, PlanStore
+from spark_adapter.actuator import BatchPin, PlanLog, PlanStore, retire_plans
 from spark_adapter.batch_compiler import BatchSpec, compile_batch, drop_floors, window_keep
-from spark_adapter.batchstats import BatchStats, write_batch_stats
+from spark_adapter.batchstats import BatchStats, retire_batch_stats, write_batch_stats
 from spark_adapter.executor_pool import ExecutorPool, live_executor_count
 from spark_adapter.operators import ROW_COLUMNS, ROW_DDL
 from spark_adapter.query import QuerySpec
@@ -66,7 +64,9 @@ class PipelineOptions:
     * ``replicate_state``: active standby, every cached state block on two executors;
     * ``window_drops``: shed whole windows (``shedding.window_drops``) instead of tuples;
     * ``follow_executors``: one executor per running partition, requested and released at
-      batch starts (``executor_pool``; standalone and local-cluster masters).
+      batch starts (``executor_pool``; standalone and local-cluster masters);
+    * ``metrics_keep``: statistics files of the newest batches kept in ``metrics/`` (0: all);
+    * ``retire_plans``: at each snapshot, old plans no restore can load leave ``plans/``.
     """
 
     partitions: int
@@ -78,6 +78,8 @@ class PipelineOptions:
     replicate_state: bool = False
     window_drops: bool = False
     follow_executors: bool = False
+    metrics_keep: int = 1000
+    retire_plans: bool = False
 
     @classmethod
     def for_ha(cls, partitions: int, policy: str, k: int = 10, **more: Any) -> PipelineOptions:
@@ -114,8 +116,8 @@ class PipelineOptions:
     def __post_init__(self) -> None:
         if self.partitions < 1:
             raise ValueError(f"partitions: must be at least 1, got {self.partitions}")
-        if self.truncate_every < 0 or self.snapshot_every < 0:
-            raise ValueError("truncate_every, snapshot_every: must not be negative")
+        if min(self.truncate_every, self.snapshot_every, self.metrics_keep) < 0:
+            raise ValueError("truncate_every, snapshot_every, metrics_keep: must not be negative")
         if self.retention not in ("none", "upstream", "passive"):
             raise ValueError(f"retention: unknown mode {self.retention!r}")
 
@@ -244,6 +246,7 @@ class SparkPipeline:
         if not refold:
             self.stats[batch_id] = st  # a replayed batch replaces its first attempt
             write_batch_stats(st, self.metrics_dir)
+            retire_batch_stats(self.metrics_dir, batch_id, self.opts.metrics_keep)
             if self.on_batch is not None:
                 self.on_batch(st)
         return st
@@ -308,6 +311,8 @@ class SparkPipeline:
             if self.cadence is not None:
                 k = self.cadence.checkpointed(time.perf_counter() - t_snap)
                 st.info["snapshot_every"] = k  # the Young/Daly interval from now on
+            if self.opts.retire_plans:
+                retire_plans(self.log, self.plans)
         self.retention.batch_done(b, st.event_range, checkpointed)
 
     def _check_fence(self, batch_id: int) -> None:

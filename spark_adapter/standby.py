@@ -144,6 +144,7 @@ def _driver_pipeline(spark: Any, sc: Any, work: Path, o: DriverOptions) -> Any:
         snapshot_max_every=max(50, o.snapshot_every),
         retention="passive",
         window_drops=o.window_drops,
+        retire_plans=True,  # a long-running driver keeps its plan store bounded
     )
     return SparkPipeline(spark, compile_query(sc), work, opts)
 

@@ -61,7 +61,9 @@ def test_decision_log_refuses_writes_once_the_lease_moved_on(tmp_path: Path) -> 
 
 
 def test_standby_takes_over_and_a_woken_primary_is_fenced(tmp_path: Path) -> None:
-    s = settings(tmp_path, control={"interval_s": 0.05, "window_samples": 5, "lease_timeout_s": 0.5})
+    s = settings(
+        tmp_path, control={"interval_s": 0.05, "window_samples": 5, "lease_timeout_s": 0.5}
+    )
     a = Daemon(s)
     assert a.lead.primary and a.status()["role"] == "primary"
     for _ in range(4):

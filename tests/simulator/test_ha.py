@@ -111,4 +111,3 @@ def test_upstream_overhead_is_the_acknowledgement_work_of_the_tuples_carried() -
     assert overhead(0.0) == 0.0
     # operators twice as costly per tuple carry half the tuples per unit of work
     assert overhead(1.0, cost_factor=2.0) == pytest.approx(base / 2, rel=1e-6)
-
