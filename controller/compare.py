@@ -17,7 +17,7 @@ from core.workload import rates
 from placement import baselines, correlation_global
 from placement.feasible import feasible_set_ratio, min_plane_distance
 
-__all__ = ["compare", "compare_ha", "mean_adaptation", "place", "shed_at"]
+__all__ = ["DPC_KEYS", "HA_KEYS", "compare", "compare_ha", "mean_adaptation", "place", "shed_at"]
 
 HA_KEYS = (
     "runtime_overhead",
@@ -26,6 +26,15 @@ HA_KEYS = (
     "lost_tuples",
     "duplicate_tuples",
     "guarantee",
+)
+# shown when the scenario has an input outage (``simulator.dpc``)
+DPC_KEYS = (
+    "tentative_fraction",
+    "corrections",
+    "latency_tentative_mean",
+    "latency_first_p99",
+    "latency_stable_mean",
+    "latency_stable_p99",
 )
 
 

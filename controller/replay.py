@@ -17,12 +17,16 @@ from controller.adaptation import adaptation
 from controller.calibration import predicted_batches
 from controller.loop import ControlLoop, DecisionRecord
 from controller.scenario import ScenarioFile
+from controller.settings import DPCSettings
 from controller.wiring import make_policy, make_simulator, with_shedding
 from core import loadstats
 from simulator import SimResult
+from simulator.dpc import account, partners
+from simulator.model import Simulator
 
 __all__ = [
     "ReplayResult",
+    "dpc_summary",
     "duplicates",
     "guarantee",
     "replay_sim",
@@ -78,6 +82,8 @@ def replay_sim(
     )
     if scenario.controller.scaling.enabled:
         summary.update(scaling_summary(res))
+    if sim.outages:  # inputs that went silent: what DPC emitted tentative and corrected
+        summary.update(dpc_summary(sim, scenario.controller.ha.dpc))
     bm = scenario.simulator.batch_model
     if bm is not None:  # a calibrated micro-batch engine: its batches, predicted
         summary.update(predicted_batches(res.node_load.to_numpy(), scenario.tick_s, bm))
@@ -142,6 +148,24 @@ def duplicates(tot: dict[str, float]) -> float:
     """
     extra = tot["out"] + tot["dropped"] + tot["queued"] + tot["lost"] - tot["in"]
     return float(extra) if extra > 1e-9 * max(tot["in"], 1.0) else 0.0
+
+
+def dpc_summary(sim: Simulator, dpc: DPCSettings) -> dict[str, Any]:
+    """``simulator.dpc.account`` over a finished run, with the DPC mode and delay."""
+    t = sim.t
+    return {
+        "dpc_mode": dpc.mode,
+        **account(
+            sim.rec["completed"][:t],
+            sim.rec["latency"][:t],
+            sim.offered[:t],
+            sim.outages,
+            partners(sim.net),
+            dpc.mode,
+            dpc.max_delay_s,
+            sim.tick_s,
+        ),
+    }
 
 
 def guarantee(lost: float, duplicated: float) -> str:

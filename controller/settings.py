@@ -94,11 +94,26 @@ class SheddingSettings(BaseModel):
     )
 
 
+class DPCSettings(BaseModel):
+    """Delay, Process and Correct for an input that stops arriving (Borealis)."""
+
+    model_config = _STRICT
+    mode: Literal["block", "tentative"] = Field(
+        "tentative",
+        description="tentative: results that depend on a silent input are emitted tentative "
+        "after max_delay_s and corrected when it returns; block: they wait for it",
+    )
+    max_delay_s: float = Field(
+        2.0, ge=0, description="how long results wait for a silent input before going tentative"
+    )
+
+
 class HASettings(BaseModel):
-    """Availability policy, its checkpoint interval and failure detection."""
+    """Availability policy, its checkpoint interval, failure detection and DPC."""
 
     model_config = _STRICT
     policy: Literal["none", "upstream", "passive", "active"] = "none"
+    dpc: DPCSettings = Field(default_factory=DPCSettings)
     checkpoint_interval: int = Field(10, ge=1, description="batches or ticks per checkpoint")
     heartbeat_timeout_s: float = Field(5.0, gt=0, description="silence before a node is suspected")
     failure_timeout_s: float = Field(

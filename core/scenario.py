@@ -160,12 +160,15 @@ class OperatorModel(BaseModel):
 
 
 class FaultSpec(BaseModel):
-    """A fault at ``at_s``: kill (restarts after ``duration_s``), lose (permanent), slow, partition, restore."""
+    """A fault at ``at_s``: kill (restarts after ``duration_s``), lose (permanent), slow,
+    partition (a node unreachable, or with ``stream`` an input stream unreachable: its tuples
+    are held at the source and delivered when it heals), restore."""
 
     model_config = _STRICT
     at_s: float = Field(ge=0)
     kind: Literal["kill", "lose", "slow", "partition", "restore"]
-    node: str
+    node: str | None = None
+    stream: str | None = Field(None, description="partition: the unreachable input stream")
     duration_s: float | None = Field(None, gt=0)
     factor: float = Field(1.0, ge=1)
 
@@ -173,6 +176,12 @@ class FaultSpec(BaseModel):
     def _needs(self) -> FaultSpec:
         if self.kind == "slow" and self.factor <= 1:
             raise ValueError("factor: a slow fault needs factor > 1")
+        if self.stream is not None and self.kind != "partition":
+            raise ValueError(f"stream: only a partition fault names a stream, not {self.kind}")
+        if (self.node is None) == (self.stream is None) and self.kind == "partition":
+            raise ValueError("node, stream: a partition fault names a node or a stream")
+        if self.node is None and self.kind != "partition":
+            raise ValueError(f"node: a {self.kind} fault needs a node")
         return self
 
 
@@ -252,9 +261,12 @@ class Scenario(BaseModel):
                         read_rate_trace(Path(self.base_dir) / rate.path)
                     except ValueError as e:
                         raise ValueError(f"streams.{i}.rate.path: {e}") from None
+        streams = {s.id for s in self.streams}
         for i, f in enumerate(self.faults):
-            if f.node not in nodes:
+            if f.node is not None and f.node not in nodes:
                 raise ValueError(f"faults.{i}.node: unknown node {f.node!r}")
+            if f.stream is not None and f.stream not in streams:
+                raise ValueError(f"faults.{i}.stream: unknown stream {f.stream!r}")
         try:
             self.network()
         except TopologyError as e:

@@ -416,6 +416,7 @@ def main() -> None:
 
     drift_scenarios()
     elastic_scenarios()
+    dpc_scenarios()
 
 
 def _diurnal(k: int, base: float, phase: float) -> dict[str, Any]:
@@ -647,6 +648,61 @@ def elastic_scenarios() -> None:
                     "max_nodes": 2,
                     "scale_in_after_s": 12,
                 },
+            },
+        },
+    )
+
+
+def dpc_scenarios() -> None:
+    """An input that goes silent: Borealis's Delay, Process and Correct."""
+    write(
+        "input-partition-dpc",
+        {
+            "description": "R join S on the key (window 60 s, slide 10 s), counted per key; S "
+            "is unreachable from 120 s to 150 s. DPC in tentative mode: the join's results "
+            "wait at most 2 s for S, are then emitted tentative from R alone, and are "
+            "corrected once S's backlog arrives.",
+            "seed": 12,
+            "duration_s": 300,
+            "cluster": nodes(3),
+            "streams": [
+                {
+                    "id": "R",
+                    "rate": {"kind": "constant", "rate": 1000},
+                    "keys": {"space": 500, "distribution": "zipf", "s": 1.1},
+                },
+                {
+                    "id": "S",
+                    "rate": {"kind": "constant", "rate": 800},
+                    "keys": {"space": 500, "distribution": "uniform"},
+                },
+            ],
+            "operators": [
+                {
+                    "id": "join_rs",
+                    "kind": "join",
+                    "inputs": ["R", "S"],
+                    "cost_us": 150,
+                    "selectivity": 0.5,
+                    "key_groups": 6,
+                    "window": {"size_s": 60, "slide_s": 10},
+                },
+                {
+                    "id": "count_k",
+                    "kind": "aggregate",
+                    "inputs": ["join_rs"],
+                    "cost_us": 60,
+                    "key_groups": 6,
+                    "window": {"size_s": 60, "slide_s": 10},
+                    "params": {"key": "k", "agg": "count"},
+                },
+            ],
+            "faults": [{"at_s": 120.0, "kind": "partition", "stream": "S", "duration_s": 30.0}],
+            "controller": {
+                "interval_s": 5,
+                "window_k": 6,
+                "placement": {"method": "least-loaded"},
+                "ha": {"dpc": {"mode": "tentative", "max_delay_s": 2.0}},
             },
         },
     )

@@ -24,6 +24,7 @@ from core.plans import Plan
 from core.scenario import FaultSpec, Scenario
 from core.topology import QueryNetwork, Units
 from core.workload import key_epochs, key_group_shares, rates
+from simulator.dpc import hold_arrivals, outages
 from simulator.ha_model import HAModel
 from simulator.node_pool import NodePool
 from simulator.result import SimResult, log_frame, stream_series
@@ -59,6 +60,8 @@ class Simulator:
         self.tick_s = scenario.tick_s
         self.arrivals = rates(scenario) * scenario.simulator.rate_scale  # (T, d) tuples per tick
         self.T = self.arrivals.shape[0]
+        self.outages = outages(scenario, list(self.net.streams), self.T)  # silent inputs (dpc)
+        self.offered, self.arrivals = self.arrivals, hold_arrivals(self.arrivals, self.outages)
         self._init_shares()
         self.capacity = self.cluster.capacities()
         self.hop_s = self.cluster.latencies_ms() / 1000.0
@@ -76,7 +79,7 @@ class Simulator:
         self.plan_version = -1
         self.migrations = 0
         self.state_bytes_moved = 0.0
-        self._faults = sorted(scenario.faults, key=lambda f: f.at_s)
+        self._faults = sorted((f for f in scenario.faults if f.node), key=lambda f: f.at_s)
         self._fault_i = 0
         self._rebuild_coefficients()
         self._alloc_records()
@@ -97,7 +100,9 @@ class Simulator:
         self.plans: list[tuple[float, int, str]] = []
         self.keep_log: list[tuple[float, Array]] = []
         self.placement_log: list[tuple[float, NDArray[np.int64]]] = []
-        self.events: list[tuple[float, str, str]] = []
+        self.events: list[tuple[float, str, str]] = [
+            (f.at_s, "partition", f.stream) for f in scenario.faults if f.stream
+        ]
 
     # ----------------------------------------------------------------- set-up
     def _init_shares(self) -> None:

@@ -274,7 +274,7 @@ def compare_cmd(
     Examples: trimtab compare scenarios/anticorrelated-diurnal.yaml --placement llf,correlation-oneway
               trimtab compare scenarios/overload-ramp.yaml --placement least-loaded --shedding lp,uniform,local,none
     """
-    from controller.compare import HA_KEYS, compare, compare_ha
+    from controller.compare import DPC_KEYS, HA_KEYS, compare, compare_ha
 
     sc = load(scenario)
     try:
@@ -289,7 +289,8 @@ def compare_cmd(
         print_json(rows)
         return
     if ha is not None:
-        Console().print(table(rows, (*HA_KEYS, "mean_latency", "throughput"), "ha"))
+        dpc = DPC_KEYS if any("tentative_fraction" in r for r in rows) else ()
+        Console().print(table(rows, (*HA_KEYS, *dpc, "mean_latency", "throughput"), "ha"))
     elif shedding is not None:
         for r in rows:
             r["method"] = f"{r['placement']} / {r['shedding']}"

@@ -615,7 +615,7 @@ def test_a_map_expression_changed_between_batches_matches_the_pinned_reference(
     )
     q = compile_query(sc)
     assert q.steps["s"] == ("scale_v", "filter_v") and not q.maps_values
-    pipe = SparkPipeline(spark, q, tmp_path, PipelineOptions(2))
+    pipe = SparkPipeline(spark, q, tmp_path, PipelineOptions(2, metrics_keep=3))
     pipe.input.generate(sc, 5, scale=0.1)
     base = plan(q, [i % 2 for i in range(q.key_groups)])
     pipe.plans.publish(base.model_copy(update={"operators": {"count_k": {"agg": "sum"}}}))
@@ -639,6 +639,8 @@ def test_a_map_expression_changed_between_batches_matches_the_pinned_reference(
         seg = ev[(ev["event_id"] >= b << 32) & (ev["event_id"] < (b + 1) << 32)]
         assert rows[b] == int((f(seg["v"]) > 10).sum()), (b, rows)
     assert rows[4] == 0  # v - 1000 > 10 passes nothing: the newest expression took effect
+    files = sorted(p.name for p in (tmp_path / "metrics").glob("batch-*.json"))
+    assert files == [f"batch-{b:08d}.json" for b in (2, 3, 4)]  # metrics_keep=3
     pipe.flush()
     got, (exp, _) = pipe.output(), pipe.reference()
     assert_matches_reference(got, exp)

@@ -1,0 +1,79 @@
+"""A months-long run's files stay bounded: the plan store retires versions no restore needs,
+the metrics directory keeps the newest batches, and the external controller forgets files the
+pipeline retired. No Spark: these are the pipeline's and the controller's file protocols."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from controller.testing import key_group_plan
+from spark_adapter.actuator import PlanLog, PlanStore, retire_plans
+from spark_adapter.batchstats import BatchStats, retire_batch_stats, write_batch_stats
+from spark_adapter.external import ExternalSparkSubstrate
+
+Q = SimpleNamespace(op_id="agg", key_groups=4)
+
+
+def _publish(store: PlanStore, v: int) -> None:
+    store.publish(key_group_plan(Q, [v % 2, 0, 1, 0], version=v))
+
+
+def test_plans_a_restore_can_load_are_kept(tmp_path: Path) -> None:
+    store, log = PlanStore(tmp_path / "plans"), PlanLog(tmp_path / "log.sqlite")
+    for v in range(6):
+        _publish(store, v)
+        log.resolve(v, store, float(v))  # batch v pins version v
+    assert retire_plans(log, store, keep=1) == 0  # no snapshot: a restore refolds from batch 0
+    log.record_snapshot(2, "snap")
+    # batches 3..5 (after the snapshot) pin versions 3..5: 0..2 can go, the current stays
+    assert retire_plans(log, store, keep=1) == 3
+    assert sorted(int(p.stem[1:]) for p in (tmp_path / "plans").glob("v*.json")) == [3, 4, 5]
+    with pytest.raises(KeyError):
+        store.load(1)
+    _, pin = log.resolve(4, store, 4.0)  # a replay of batch 4 still finds its plan
+    assert pin.replay and store.load(pin.plan_version).version == 4
+    # the newest ``keep`` versions stay even when no restore needs them
+    log.record_snapshot(5, "snap")
+    assert retire_plans(log, store, keep=2) == 1  # only 3: 4 is among the newest two
+    assert store.current_version() == 5 and store.load(4).version == 4
+
+
+def _stats(b: int) -> BatchStats:
+    return BatchStats(
+        batch_id=b,
+        plan_version=0,
+        replay=False,
+        duration_s=1.0,
+        rows=np.array([3, 4]),
+        busy_s=np.array([0.1, 0.1]),
+        kg_rows=np.array([2, 2, 2, 1]),
+        key_rows=pd.DataFrame({"key": [1], "side": [0], "rows": [3]}),
+        stream_rows={"s": 7},
+        state_rows=4,
+        state_moved=0,
+        late=0,
+        rows_out=1,
+        event_range=(b << 32, (b << 32) + 6),
+        max_ts=float(b),
+    )
+
+
+def test_the_external_controller_forgets_retired_batch_files(tmp_path: Path) -> None:
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    _publish(PlanStore(tmp_path / "plans"), 0)
+    ext = ExternalSparkSubstrate(tmp_path, ["s"], 2)
+    seen = []
+    for b in range(12):
+        write_batch_stats(_stats(b), metrics)
+        retire_batch_stats(metrics, b, 3)
+        seen += [st.batch_id for st in ext.observe().batches]
+    assert seen == list(range(12))  # every batch observed once
+    assert len(list(metrics.iterdir())) == 3 and len(ext.mtimes) == 3
+    write_batch_stats(_stats(11), metrics)  # a replay rewrites the newest batch's file
+    assert [st.batch_id for st in ext.observe().batches] == [11]
