@@ -4,8 +4,8 @@ For micro-batch b, ``SparkPipeline.process`` runs named steps:
 
 1. **pin**: the plan and watermarks pinned for b in the plan log (a replay reuses its first
    attempt's), compiled into a frozen ``BatchSpec`` (``batch_compiler``);
-2. **shed and route**: deterministic drops, filters, key group, pane and partition of the
-   input; the state of b - 1 re-routed by the same plan, so a moved key group takes its
+2. **shed and route**: deterministic drops, filters, maps, key group, pane and partition of
+   the input; the state of b - 1 re-routed by the same plan, so a moved key group takes its
    state along (``batch_executor.shed_and_route``);
 3. **fold**: ``repartitionById(n, pid)`` and the keyed stage per partition; the new state is
    cached (on two executors under the active policy) and every ``truncate_every`` batches its
@@ -13,9 +13,9 @@ For micro-batch b, ``SparkPipeline.process`` runs named steps:
 4. **collect**: the statistics rows and the split keys' partials, one job;
 5. **write**: ``output/batch=<b>`` overwritten (idempotent), fenced by the lease;
 6. **commit**: the plan log's commit, a state snapshot when due (``recovery``), input-log
-   retention; ``metrics/batch-<b>.json`` for an external controller. Recovery (``recovery.restore``) refolds committed batches through the same steps without
-writing; verification (``verification``) recomputes the output from the input log with the
-same pinned drops.
+   retention; ``metrics/batch-<b>.json`` for an external controller. Recovery
+   (``recovery.restore``) refolds committed batches through the same steps without writing;
+   ``verification`` recomputes the output from the input log with the same pinned drops.
 """
 
 from __future__ import annotations
@@ -66,7 +66,9 @@ class PipelineOptions:
     * ``follow_executors``: one executor per running partition, requested and released at
       batch starts (``executor_pool``; standalone and local-cluster masters);
     * ``metrics_keep``: statistics files of the newest batches kept in ``metrics/`` (0: all);
-    * ``retire_plans``: at each snapshot, old plans no restore can load leave ``plans/``.
+    * ``retire_plans``: at each snapshot, old plans no restore can load leave ``plans/``;
+    * ``stats_keep``: statistics of the newest batches kept in memory (0: all, as verification
+      needs; a long-running driver keeps its memory bounded).
     """
 
     partitions: int
@@ -80,6 +82,7 @@ class PipelineOptions:
     follow_executors: bool = False
     metrics_keep: int = 1000
     retire_plans: bool = False
+    stats_keep: int = 0
 
     @classmethod
     def for_ha(cls, partitions: int, policy: str, k: int = 10, **more: Any) -> PipelineOptions:
@@ -116,8 +119,9 @@ class PipelineOptions:
     def __post_init__(self) -> None:
         if self.partitions < 1:
             raise ValueError(f"partitions: must be at least 1, got {self.partitions}")
-        if min(self.truncate_every, self.snapshot_every, self.metrics_keep) < 0:
-            raise ValueError("truncate_every, snapshot_every, metrics_keep: must not be negative")
+        for name in ("truncate_every", "snapshot_every", "metrics_keep", "stats_keep"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}: must not be negative, got {getattr(self, name)}")
         if self.retention not in ("none", "upstream", "passive"):
             raise ValueError(f"retention: unknown mode {self.retention!r}")
 
@@ -175,14 +179,11 @@ class SparkPipeline:
 
     def compile(self, plan: Plan, pin: BatchPin) -> BatchSpec:
         """The batch spec of ``pin`` (window drops: floors from the plan log's pins)."""
-        floors = None
-        if self.opts.window_drops:
-            keep_now = window_keep(plan, self.q)
-            pins = self.log.pin_rows()
-            floors = drop_floors(
-                pin.batch_id, pin.watermark_prev, keep_now, pins, self.version_keep, self.q
-            )
-        return compile_batch(plan, pin, self.q, self.n, floors)
+        if not self.opts.window_drops:
+            return compile_batch(plan, pin, self.q, self.n, None)
+        keep, pins = window_keep(plan, self.q), self.log.pin_rows()
+        args = (pin.batch_id, pin.watermark_prev, keep, pins, self.version_keep, self.q)
+        return compile_batch(plan, pin, self.q, self.n, drop_floors(*args))
 
     def _prev_state(self, batch_id: int) -> DataFrame:
         """The state after batch b - 1 (or the newest before it, after a restore)."""
@@ -195,11 +196,8 @@ class SparkPipeline:
 
     # -------------------------------------------------------------------- batch
     def process(self, df: DataFrame, batch_id: int, refold: bool = False) -> BatchStats:
-        """The foreachBatch function (also called directly by tests and replays).
-
-        ``refold`` rebuilds the state of an already committed batch (after a driver restart)
-        without writing output or committing again.
-        """
+        """The foreachBatch function (also called directly by tests and replays); ``refold``
+        rebuilds the state of a committed batch (after a driver restart), writing nothing."""
         t0, started_at = time.perf_counter(), time.time()
         marks = [("start", t0)]
         plan, pin = self.log.resolve(batch_id, self.plans, self.max_ts)
@@ -245,6 +243,8 @@ class SparkPipeline:
         self.max_ts = max(self.max_ts, st.max_ts)
         if not refold:
             self.stats[batch_id] = st  # a replayed batch replaces its first attempt
+            if self.opts.stats_keep and len(self.stats) > self.opts.stats_keep:
+                del self.stats[next(iter(self.stats))]  # the oldest batch
             write_batch_stats(st, self.metrics_dir)
             retire_batch_stats(self.metrics_dir, batch_id, self.opts.metrics_keep)
             if self.on_batch is not None:

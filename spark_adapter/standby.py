@@ -145,6 +145,7 @@ def _driver_pipeline(spark: Any, sc: Any, work: Path, o: DriverOptions) -> Any:
         retention="passive",
         window_drops=o.window_drops,
         retire_plans=True,  # a long-running driver keeps its plan store bounded
+        stats_keep=1000,  # and its memory: the newest batches' statistics
     )
     return SparkPipeline(spark, compile_query(sc), work, opts)
 

@@ -648,3 +648,23 @@ def test_a_map_expression_changed_between_batches_matches_the_pinned_reference(
     own = ops.reference_output(ev, replace(q, agg="sum"))
     assert len(own) != len(exp) or not np.allclose(own["value"], exp["value"])
     pipe.cleanup()
+
+
+def test_a_long_running_driver_keeps_the_newest_batches_statistics(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``stats_keep`` bounds the statistics held in memory (a live driver runs for months);
+    ``metrics_keep`` the files; a negative bound is refused, named."""
+    sc = load_scenario(SCENARIOS / "seed-groupby-window.yaml")
+    q = compile_query(sc)
+    pipe = SparkPipeline(spark, q, tmp_path, PipelineOptions(2, stats_keep=2, metrics_keep=2))
+    pipe.input.generate(sc, 4, scale=0.05)
+    pipe.plans.publish(plan(q, [i % 2 for i in range(q.key_groups)]))
+    for b in range(4):
+        pipe.process(segment(spark, pipe, b), b)
+    assert sorted(pipe.stats) == [2, 3]
+    assert sorted(p.name for p in (tmp_path / "metrics").iterdir()) == [
+        "batch-00000002.json",
+        "batch-00000003.json",
+    ]
+    with pytest.raises(ValueError, match="stats_keep: must not be negative"):
+        PipelineOptions(2, stats_keep=-1)
+    pipe.cleanup()
