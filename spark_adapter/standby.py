@@ -70,6 +70,7 @@ class DriverOptions:
     mtbf_s: float | None = None
     trigger_s: float | None = None
     window_drops: bool = False
+    follow_executors: bool = False
 
 
 def run_driver(
@@ -144,6 +145,7 @@ def _driver_pipeline(spark: Any, sc: Any, work: Path, o: DriverOptions) -> Any:
         snapshot_max_every=max(50, o.snapshot_every),
         retention="passive",
         window_drops=o.window_drops,
+        follow_executors=o.follow_executors,
         retire_plans=True,  # a long-running driver keeps its plan store bounded
         stats_keep=1000,  # and its memory: the newest batches' statistics
     )

@@ -92,6 +92,7 @@ def pipeline_run(
             mtbf_s=mtbf_s,
             trigger_s=trigger_s,
             window_drops=sc.controller.shedding.window_drops,
+            follow_executors=sc.controller.scaling.enabled,  # executors follow plan.scale
         )
     except (ValueError, RuntimeError) as e:
         fail(str(e), 1)

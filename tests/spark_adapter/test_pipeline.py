@@ -668,3 +668,16 @@ def test_a_long_running_driver_keeps_the_newest_batches_statistics(spark, tmp_pa
     with pytest.raises(ValueError, match="stats_keep: must not be negative"):
         PipelineOptions(2, stats_keep=-1)
     pipe.cleanup()
+
+
+def test_a_pipeline_run_driver_bounds_its_files_and_follows_scaling(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """What ``trimtab pipeline run`` builds: plans retired, statistics bounded, and executors
+    following the plans' running partitions when the scenario scales."""
+    from spark_adapter.standby import DriverOptions, _driver_pipeline
+
+    sc = load_scenario(SCENARIOS / "spark-elastic-ramp.yaml")
+    pipe = _driver_pipeline(spark, sc, tmp_path, DriverOptions(follow_executors=True))
+    assert pipe.opts.retire_plans and pipe.opts.stats_keep == 1000
+    assert pipe.opts.follow_executors and pipe.pool is not None
+    plain = _driver_pipeline(spark, sc, tmp_path / "b", DriverOptions())
+    assert plain.pool is None
