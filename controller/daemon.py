@@ -110,12 +110,12 @@ class Daemon:
             self.telemetry.leader.set(1)
             self.telemetry.epoch.set(epoch)
             fields = {"epoch": epoch, "plan_version": self.loop.plan.version}
-            log.info("primary", extra={"fields": {**fields, "took_over_from": self._from()}})
+            log.info(
+                "primary",
+                extra={"fields": {**fields, "took_over_from": self.lead.took_over_from()}},
+            )
             (self.state_dir / f"standby-{os.getpid()}.json").unlink(missing_ok=True)
             return True
-
-    def _from(self) -> dict[str, Any] | None:
-        return self.lead.took_over_from()
 
     def _step_down(self, why: str) -> None:
         """No longer primary: rounds stop until the lease is taken again."""
@@ -144,7 +144,7 @@ class Daemon:
             and last.placement.units == units
             and last.placement.nodes == self.loop.policy.ctx.cluster.ids
         ):
-            who = self._from()
+            who = self.lead.took_over_from()
             how = f" after taking over from {who['holder']} (epoch {who['epoch']})" if who else ""
             plan = last.next(
                 epoch=epoch, reason=f"controller epoch {epoch} resumed plan v{last.version}{how}"
@@ -300,7 +300,7 @@ class Daemon:
             "primary_since_utc": None
             if self.became_primary_at is None
             else iso_utc(self.became_primary_at),
-            "took_over_from": self._from(),
+            "took_over_from": self.lead.took_over_from(),
             "refused_publications": self.refused,
         }
 

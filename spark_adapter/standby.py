@@ -16,14 +16,13 @@ import contextlib
 import json
 import os
 import signal
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.lease import Lease
+from core.lease import Lease, read_lease
 from spark_adapter.batchstats import end_to_end
 
 __all__ = ["DriverOptions", "run_driver", "wait_for_holder"]
@@ -33,14 +32,9 @@ def wait_for_holder(lease_file: str | Path, prefix: str, timeout_s: float = 120.
     """Wait until a holder whose name starts with ``prefix`` has the lease (for harnesses)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if Path(lease_file).exists():
-            with contextlib.closing(sqlite3.connect(str(lease_file))) as db:
-                try:
-                    row = db.execute("SELECT holder FROM lease").fetchone()
-                except sqlite3.OperationalError:
-                    row = None
-            if row and str(row[0]).startswith(prefix):
-                return True
+        st = read_lease(lease_file)
+        if st is not None and st.holder.startswith(prefix):
+            return True
         time.sleep(0.2)
     return False
 
