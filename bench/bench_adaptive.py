@@ -22,26 +22,42 @@ from core import loadstats
 from placement import correlation, correlation_global
 
 SEEDS = 3
+RANDOM_SEEDS = 20  # a random start varies much more from seed to seed than a drift does
 METHODS = ["llf", "correlation-oneway", "correlation-twoway", "correlation-selective"]
 DRIFTS = ["diurnal-phase-flip", "chain-arrival", "rate-swap"]
+VARIANTS: dict[str, dict[str, Any]] = {
+    "": {},
+    " (trigger off)": {"params": {"stale_trigger": 0.0}},
+    " (not migration-aware)": {"migration_aware": False},
+}
 
 
-def _with_params(sc: ScenarioFile, params: dict[str, float]) -> ScenarioFile:
+def _with(sc: ScenarioFile, update: dict[str, Any]) -> ScenarioFile:
+    """The scenario with placement settings changed (``params`` merged into the method's)."""
     p = sc.controller.placement
-    return sc.with_controller(placement=p.model_copy(update={"params": {**p.params, **params}}))
+    update = dict(update)
+    params = {**p.params, **update.pop("params", {})}
+    return sc.with_controller(placement=p.model_copy(update={"params": params, **update}))
 
 
-def run(sc: ScenarioFile, method: str, params: dict[str, float] | None = None) -> dict[str, Any]:
-    """Mean over SEEDS of the summary keys this bench reports, and the decisions' kinds."""
-    sc = _with_params(sc, params or {})
-    runs = [replay_sim(sc, placement=method, seed=sc.seed + s) for s in range(SEEDS)]
+def run(
+    sc: ScenarioFile, method: str, update: dict[str, Any] | None = None, seeds: int = SEEDS
+) -> dict[str, Any]:
+    """Mean over ``seeds`` of the summary keys this bench reports, and the decisions' kinds."""
+    sc = _with(sc, update or {})
+    runs = [replay_sim(sc, placement=method, seed=sc.seed + s) for s in range(seeds)]
     out: dict[str, Any] = {
         k: float(np.mean([r.summary[k] for r in runs]))
         for k in ("mean_latency", "p99_latency", "migrations")
     }
     out["adaptation"] = mean_adaptation([r.summary["adaptation"] for r in runs])
     out["stale_reruns"] = float(
-        np.mean([sum(d.reason.startswith("stale placement") for d in r.decisions) for r in runs])
+        np.mean(
+            [
+                sum(d.reason.startswith("stale placement") and d.applied for d in r.decisions)
+                for r in runs
+            ]
+        )
     )
     out["global_moves"], out["later_moves"] = _moves_split(runs)
     return out
@@ -65,30 +81,80 @@ def _fmt(x: float | None, spec: str = ".3f") -> str:
     return "never" if x is None else format(x, spec)
 
 
+def _row(name: str, label: str, r: dict[str, Any]) -> str:
+    a = r["adaptation"][0] if r["adaptation"] else {}
+    return (
+        f"| {name} | {label} | {_fmt(a.get('latency_before_s'))} | "
+        f"{_fmt(a.get('latency_after_s'))} | {_fmt(a.get('adaptation_rounds'), '.1f')} | "
+        f"{r['mean_latency']:.3f} | {r['migrations']:.1f} | {r['stale_reruns']:.1f} |"
+    )
+
+
 def drift_table() -> tuple[str, dict[str, dict[str, Any]]]:
+    """Every drift scenario: LLF, and each correlation method as shipped (trigger on,
+    migration-aware), with the trigger off (Borealis: one global step, then pair-wise
+    rounds), and not migration-aware; chain-arrival also from a random start."""
     rows, results = [], {}
     for name in DRIFTS:
         sc = load_scenario(ROOT / f"scenarios/{name}.yaml")
-        configs = [(m, m, None) for m in METHODS] + [
-            (f"{m} (trigger on)", m, {"stale_trigger": 1.0}) for m in METHODS[1:]
+        configs = [("llf", "llf", {}, SEEDS)] + [
+            (m + suffix, m, update, SEEDS)
+            for m in METHODS[1:]
+            for suffix, update in VARIANTS.items()
         ]
-        for label, method, params in configs:
-            r = run(sc, method, params)
+        if name == "chain-arrival":
+            for m in METHODS[1:]:
+                configs += [
+                    (f"{m} (random start)", m, {"initial": "random"}, RANDOM_SEEDS),
+                    (
+                        f"{m} (random start, trigger off)",
+                        m,
+                        {"initial": "random", "params": {"stale_trigger": 0.0}},
+                        RANDOM_SEEDS,
+                    ),
+                ]
+        for label, method, update, seeds in configs:
+            r = run(sc, method, update, seeds)
             results[f"{name}/{label}"] = r
-            a = r["adaptation"][0] if r["adaptation"] else {}
-            rows.append(
-                f"| {name} | {label} | {_fmt(a.get('latency_before_s'))} | "
-                f"{_fmt(a.get('latency_after_s'))} | {_fmt(a.get('adaptation_rounds'), '.1f')} | "
-                f"{r['mean_latency']:.3f} | {r['migrations']:.0f} | {r['stale_reruns']:.1f} |"
-            )
+            rows.append(_row(name, label, r))
     return "\n".join(rows), results
+
+
+def targets(res: dict[str, dict[str, Any]]) -> str:
+    """The issue's targets, each with the figures it is judged on."""
+
+    def after(key: str) -> float:
+        return float(res[key]["adaptation"][0]["latency_after_s"])
+
+    lines = []
+    flip = "diurnal-phase-flip"
+    for m in METHODS[1:]:
+        rounds = res[f"{flip}/{m}"]["adaptation"][0]["adaptation_rounds"]
+        a, llf, off = after(f"{flip}/{m}"), after(f"{flip}/llf"), after(f"{flip}/{m} (trigger off)")
+        lines.append(
+            f"- {flip}, {m}: adaptation rounds {_fmt(rounds, '.1f')} (target at most 6); "
+            f"latency after {a:.3f} s = {a / llf:.2f} x LLF's (target at most 0.5) and "
+            f"{a / off:.2f} x the trigger-off run's (target at most 0.2)"
+        )
+    for suffix in ("", ", trigger off"):
+        rnd = {m: res[f"chain-arrival/{m} (random start{suffix})"] for m in METHODS[1:]}
+        one, two = rnd["correlation-oneway"], rnd["correlation-twoway"]
+        lines.append(
+            f"- chain-arrival from a random start{suffix}: two-way's mean latency "
+            f"{two['mean_latency']:.3f} s against one-way's {one['mean_latency']:.3f} s (target: "
+            "at most); migrations "
+            + ", ".join(f"{m.split('-')[1]} {r['migrations']:.1f}" for m, r in rnd.items())
+            + " (target: selective fewest)"
+        )
+    return "\n".join(lines)
 
 
 def stationary_table() -> str:
     sc = load_scenario(ROOT / "scenarios/anticorrelated-diurnal.yaml")
     rows = []
-    for m in METHODS[1:]:
-        r = run(sc, m)
+    for m in [*METHODS[1:], *(f"{m} (not migration-aware)" for m in METHODS[1:])]:
+        method, _, variant = m.partition(" ")
+        r = run(sc, method, {"migration_aware": False} if variant else {})
         share = r["later_moves"] / r["global_moves"] if r["global_moves"] else float("nan")
         rows.append(
             f"| {m} | {r['global_moves']:.0f} | {r['later_moves']:.0f} | {share:.1%} | "
@@ -147,17 +213,24 @@ def control_round_times(n: int = 100, m: int = 10_000) -> str:
     x, cap = _instance(n, m), np.ones(n)
     a = correlation_global.initial_placement(x, cap)
     x = np.where((a < n // 4)[:, None], 1.5 * x, x)
+    pause = np.full(m, 0.5)
     ctx = SimpleNamespace(
         cluster=SimpleNamespace(capacities=lambda: cap, ids=[f"n{i}" for i in range(n)], n=n),
         units=SimpleNamespace(ids=[f"u{j}" for j in range(m)]),
-        settings=SimpleNamespace(window_k=10, placement=SimpleNamespace(max_moves=10**9)),
+        settings=SimpleNamespace(
+            window_k=10,
+            placement=SimpleNamespace(max_moves=10**9, migration_aware=True, churn_rounds=2),
+        ),
+        unit_pause_s=lambda: pause,
     )
     rows = []
     for method in ("oneway", "twoway", "selective"):
-        policy = Correlation(method, {"stale_trigger": 1.0})
-        policy.skip_global_step()
         best, moved = float("inf"), 0
-        for _ in range(3):
+        for _ in range(3):  # a fresh policy each time: the same round, timed three times
+            policy = Correlation(method, {})
+            policy.skip_global_step()
+            # armed on this window, so the trigger checks it but does not fire
+            policy.trigger.rebase(policy._summary(ctx, x, a))  # type: ignore[arg-type]
             res, t = _timed(lambda: policy.rebalance(ctx, x, a.copy(), np.ones(n, bool)))  # type: ignore[arg-type]
             best, moved = min(best, t), int(np.count_nonzero(res.assignment != a))
         rows.append(f"| correlation-{method} | {n} | {m} | {best * 1e3:.1f} | {moved} |")
@@ -165,7 +238,8 @@ def control_round_times(n: int = 100, m: int = 10_000) -> str:
 
 
 def main() -> None:
-    t_drift, _ = drift_table()
+    t_drift, res = drift_table()
+    t_targets = targets(res)
     t_stat = stationary_table()
     t_time = global_step_times()
     t_round = control_round_times()
@@ -174,15 +248,33 @@ def main() -> None:
         f"""
 Command: `.venv/bin/python -m bench.bench_adaptive` ({environment()}).
 
-Drift at 600 s, simulator, mean of {SEEDS} seeds. Latency before and after: the mean over the
-120 s before and after the drift; rounds: control rounds (10 s) until the 60 s rolling mean
-latency, measured after the drift, is back within 2x of its level before (6 is the least
-possible); "trigger on": the method with the stale-placement trigger (off by default, see
-below). Reruns: global steps the trigger ran again.
+Drift at 600 s, simulator, mean of {SEEDS} seeds ({RANDOM_SEEDS} from a random start). Latency
+before and after: the mean over the 120 s before and after the drift; rounds: control rounds
+(10 s) until the 60 s rolling mean latency, measured over a window after the drift, is back
+within 2x of its level before (6 is the least possible, "never" if some run never is).
+Each correlation method runs as shipped (stale-placement trigger on, migration-aware), with the
+trigger off (Borealis: one global step, then pair-wise rounds only), and not migration-aware.
+Reruns: re-placements the trigger made.
 
 | scenario | placement | latency before (s) | latency after (s) | rounds | mean latency (s) | migrations | reruns |
 |---|---|---|---|---|---|---|---|
 {t_drift}
+
+Against the targets:
+
+{t_targets}
+
+How to read it. On `diurnal-phase-flip` no node's mean load changes at the flip, so no node
+pair differs by the pair threshold and no pair-wise round runs: the stale-placement trigger
+alone sees the flip (node variance doubles), the same for the three methods, hence their
+equal rows; with it off they never recover. Its adaptation cannot reach 6 rounds here: the
+first in-phase peak after the flip (605 s) comes before the first control round that can see
+it (610 s), and a window of 60 s after the flip that holds that peak is above 2x the level
+before, so 7 is the least a controller that reacts can reach. The pair-wise methods differ
+where pairs form: from a random start (and in the hand-checked test of
+`tests/placement/test_correlation.py`). Migration-aware and not give the same rows where every
+move removes far more overload than its pause costs; the stationary table shows where it
+differs.
 
 Stationary `anticorrelated-diurnal` (no drift; target: migrations after the global step at
 most 5% of the global step's):
@@ -192,7 +284,7 @@ most 5% of the global step's):
 {t_stat}
 
 Global step time (k = 10; target: the whole step at most 1 s at 100 x 10,000 and at most 15 s
-at 1,000 x 100,000). The greedy takes a block of units per scoring while more than 128 remain
+at 1,000 x 100,000). The greedy takes a block of units per scoring while more than 32 remain
 (`placement/correlation_greedy.py`); "exact" is the spec's greedy, one unit per scoring, and the
 variance ratio compares their plans' mean node variance. The last column is the whole step's
 variance over the block greedy's alone (what the later passes add):
@@ -209,7 +301,7 @@ the units of a quarter of the nodes load 50% more, so the round has pairs to bal
 {t_round}
 """,
     )
-    print(t_drift, t_stat, t_time, t_round, sep="\n\n")
+    print(t_drift, t_targets, t_stat, t_time, t_round, sep="\n\n")
 
 
 if __name__ == "__main__":

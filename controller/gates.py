@@ -120,14 +120,10 @@ class HoldList:
         self.last_moved = {u: r for u, r in self.last_moved.items() if r >= horizon}
 
     def filter(
-        self,
-        new: NDArray[np.int64],
-        assign: NDArray[np.int64],
-        round_now: int,
-        churn: bool = True,
+        self, new: NDArray[np.int64], assign: NDArray[np.int64], round_now: int
     ) -> list[int]:
-        """Undo the proposed moves of held units in ``new`` (with ``churn``, also of units
-        moved in the last ``churn_rounds`` rounds); returns those units.
+        """Undo the proposed moves of held units in ``new``, and of units moved in the last
+        ``churn_rounds`` rounds; returns those units (a global step's plan is not filtered).
 
         >>> h = HoldList(hold_rounds=0, churn_rounds=2)
         >>> h.moved([0], 1.0, round_now=5)
@@ -135,9 +131,7 @@ class HoldList:
         >>> h.filter(new.copy(), old, round_now=7), h.filter(new.copy(), old, 8)
         ([0], [])
         """
-        recent = {
-            u for u, r in self.last_moved.items() if churn and round_now - r <= self.churn_rounds
-        }
+        recent = {u for u, r in self.last_moved.items() if round_now - r <= self.churn_rounds}
         held = {u for u, r in self.until.items() if r >= round_now} | recent
         held_list = sorted(u for u in held if new[u] != assign[u])
         new[held_list] = assign[held_list]

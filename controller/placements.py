@@ -16,9 +16,10 @@ import numpy as np
 from controller.policy import Array, Context, IntArray, PlacementMethod, RebalanceResult
 from controller.stale_trigger import StaleTrigger
 from core import loadstats
-from placement import baselines, correlation, correlation_global
+from placement import baselines, correlation, correlation_global, migration_cost
 from placement.rod import rod
 from placement.rod_search import improve_feasible_set
+from placement.variance_descent import reduce_variance
 
 __all__ = [
     "DEMO_PLACEMENTS",
@@ -143,10 +144,11 @@ class Correlation(_Base):
         self.global_done = False
         self.trigger = StaleTrigger(
             factor=float(self.params.get("stale_factor", 2.0)),
-            rounds=int(self.params.get("stale_rounds", 3)),
-            enabled=bool(self.params.get("stale_trigger", 0.0)),  # off: see BENCHMARKS
+            rounds=int(self.params.get("stale_rounds", 2)),
+            enabled=bool(self.params.get("stale_trigger", 1.0)),
         )
         self.target: IntArray | None = None  # a re-run global step's plan, reached step by step
+        self.since_global = 1 << 30  # rounds since a global step's plan was reached
         self.target_why = ""
 
     def skip_global_step(self) -> None:
@@ -161,19 +163,96 @@ class Correlation(_Base):
     def rebalance(
         self, ctx: Context, unit_x: Array, assign: IntArray, alive: np.ndarray
     ) -> RebalanceResult:
-        cap = ctx.cluster.capacities()
         if not self.global_done and unit_x.shape[1] >= ctx.settings.window_k and alive.all():
             self.global_done = True
-            self.target = correlation_global.initial_placement(unit_x, cap, self.p)
+            self.target = self._global(ctx, unit_x, assign)
             self.target_why = "global correlation placement after warm-up"
+        elif not self.global_done and unit_x.shape[1] < ctx.settings.window_k:
+            reason = (
+                f"warm-up: {unit_x.shape[1]} of {ctx.settings.window_k} samples before the "
+                "global correlation step"
+            )
+            return RebalanceResult(assign.copy(), reason, {"phase": "warm-up"})
         elif self.global_done and self.target is None and alive.all():
-            why = self.trigger.observe(_summary(unit_x, assign, cap.size))
+            why = self.trigger.observe(self._summary(ctx, unit_x, assign))
             if why is not None:
-                self.target = correlation_global.initial_placement(unit_x, cap, self.p)
-                self.target_why = f"stale placement ({why}): global step again"
+                held = self._stale(ctx, unit_x, assign, why)
+                if held is not None:
+                    return held
         if self.target is not None and alive.all():
             return self._toward_target(ctx, unit_x, assign)
+        self.since_global += 1
+        settle = ctx.settings.placement.churn_rounds
+        if self.since_global <= settle:
+            reason = (
+                f"settling: a global step's plan was reached {self.since_global} round(s) ago "
+                f"(pair-wise rounds wait churn_rounds={settle}, until the window shows it)"
+            )
+            return RebalanceResult(assign.copy(), reason, {"phase": "settling"})
         return self._pairwise(ctx, unit_x, assign, alive)
+
+    def _summary(self, ctx: Context, unit_x: Array, assign: IntArray) -> dict[str, float]:
+        return _summary(unit_x, assign, ctx.cluster.capacities(), self.p.overload_threshold)
+
+    def _global(self, ctx: Context, unit_x: Array, assign: IntArray) -> IntArray:
+        """The global step's plan, its nodes named to keep as much of ``assign`` in place as
+        possible (weighted by each unit's pause x load)."""
+        cap = ctx.cluster.capacities()
+        load = loadstats.means(unit_x)
+        plan = correlation_global.initial_placement(unit_x, cap, self.p)
+        weight = ctx.unit_pause_s() * load + 1e-9
+        plan = migration_cost.closest_labels(plan, assign, weight, cap)
+        idle = load < self.p.load_threshold  # no series to place by: they stay (Borealis)
+        plan[idle] = assign[idle]
+        return plan
+
+    def _stale(
+        self, ctx: Context, unit_x: Array, assign: IntArray, why: str
+    ) -> RebalanceResult | None:
+        """The trigger fired: aim at a new plan, the global step's or the variance descent's
+        from the current placement. Migration-aware, the one that removes the most overload
+        net of its pauses, and none (a hold) when neither pays for its pauses."""
+        cap = ctx.cluster.capacities()
+        again = self._global(ctx, unit_x, assign)
+        if not ctx.settings.placement.migration_aware:
+            self.target, self.target_why = again, f"stale placement ({why}): global step again"
+            return None
+        descent = assign.copy()
+        steps = int(max(self.p.refine_steps, 1))
+        reduce_variance(unit_x, descent, cap, self.p.pair_threshold, self.p.load_threshold, steps)
+        candidates = {
+            "global step again": again,
+            "variance descent from the current placement": descent,
+        }
+        pause = ctx.unit_pause_s()
+        scored = {}
+        for name, plan in candidates.items():
+            gain = migration_cost.expected_gain(
+                unit_x, assign, plan, cap, self.p.overload_threshold, self.p.gain_horizon_s
+            )
+            scored[name] = (gain, migration_cost.pause_cost(unit_x, assign, plan, pause))
+        best = max(scored, key=lambda k: scored[k][0] - scored[k][1])
+        gain, cost = scored[best]
+        details = {
+            "phase": "stale",
+            "candidates": {k: {"gain_cpu_s": g, "pause_cpu_s": c} for k, (g, c) in scored.items()},
+        }
+        if gain <= cost:
+            reason = (
+                f"stale placement ({why}), but no re-placement is worth its pauses: the best, "
+                f"{best}, removes {gain:.3g} CPU-s of overload over {self.p.gain_horizon_s:g} s "
+                f"for {cost:.3g} CPU-s of pauses"
+            )
+            # not worth it now: this placement is the new baseline, so the trigger waits for
+            # the loads to drift further instead of re-running the same search every round
+            self.trigger.rebase(self._summary(ctx, unit_x, assign))
+            return RebalanceResult(assign.copy(), reason, details, judged_by="migration cost")
+        self.target = candidates[best]
+        self.target_why = (
+            f"stale placement ({why}): {best}, removing {gain:.3g} CPU-s of overload for "
+            f"{cost:.3g} CPU-s of pauses"
+        )
+        return None
 
     def _toward_target(self, ctx: Context, unit_x: Array, assign: IntArray) -> RebalanceResult:
         """Move at most ``max_moves`` units (heaviest first) toward the global step's plan."""
@@ -188,7 +267,8 @@ class Correlation(_Base):
         details = {"phase": "global", "remaining": left, "moved_now": int(step.size)}
         if left == 0:
             self.target = None
-            self.trigger.rebase(_summary(unit_x, new, ctx.cluster.n))
+            self.since_global = 0
+            self.trigger.rebase(self._summary(ctx, unit_x, new))
         return RebalanceResult(new, reason, details, judged_by="global step")
 
     def _pairwise(
@@ -196,7 +276,8 @@ class Correlation(_Base):
     ) -> RebalanceResult:
         """The method's own pair-wise round, judged by the Borealis acceptance rule."""
         cap = ctx.cluster.capacities()
-        res = correlation.pairwise_round(unit_x, assign, cap, alive, self.method, self.p)
+        pause = ctx.unit_pause_s() if ctx.settings.placement.migration_aware else None
+        res = correlation.pairwise_round(unit_x, assign, cap, alive, self.method, self.p, pause)
         moves: list[dict[str, Any]] = [
             {
                 "unit": ctx.units.ids[mv.unit],
@@ -208,18 +289,28 @@ class Correlation(_Base):
             for mv in res.moves
         ]
         accepted = sum(int(p["accepted"]) for p in res.pairs)
+        unpaid = [p for p in res.pairs if p.get("worth_it") == 0.0]
         reason = (
             f"{self.method}: {len(res.pairs)} imbalanced pair(s), {accepted} accepted, "
             f"{len(moves)} move(s)"
             if res.pairs
             else "no node pair differs by the load threshold"
         )
+        if unpaid:
+            gain = sum(p["gain_cpu_s"] for p in unpaid)
+            cost = sum(p["pause_cpu_s"] for p in unpaid)
+            reason += (
+                f"; {len(unpaid)} pair(s) held by migration cost: they would remove {gain:.3g} "
+                f"CPU-s of overload for {cost:.3g} CPU-s of pauses"
+            )
         details = {"phase": "pairwise", "pairs": res.pairs, "moves": moves}
         return RebalanceResult(res.assignment, reason, details, judged_by="borealis acceptance")
 
 
-def _summary(unit_x: Array, assign: IntArray, n: int) -> dict[str, float]:
-    return loadstats.node_summary(loadstats.node_series(unit_x, assign, n))
+def _summary(unit_x: Array, assign: IntArray, cap: Array, theta: float) -> dict[str, float]:
+    """The trigger's numbers: node variance and correlation, and the overload above theta."""
+    nx = loadstats.node_series(unit_x, assign, cap.size)
+    return {**loadstats.node_summary(nx), "overload": migration_cost.overload(nx, cap, theta)}
 
 
 class Fixed(_Base):

@@ -48,10 +48,17 @@ class Context:
     expected_rates: Array  # (d,) tuples/s
     settings: ControllerSettings
     seed: int = 0
+    migration_base_s: float = 0.5  # a move's pause: base + per-MB x state (the scenario's model)
+    migration_s_per_mb: float = 0.05
 
     def expected_unit_load(self) -> Array:
         """Model estimate of each unit's load (cores) at the expected rates."""
         return np.asarray(self.units.coeff @ self.expected_rates, dtype=float)
+
+    def unit_pause_s(self) -> Array:
+        """Each unit's migration pause (s): the base plus the per-MB cost of its state."""
+        mb = np.asarray(self.units.state_bytes, dtype=float) / 1e6
+        return self.migration_base_s + self.migration_s_per_mb * mb
 
 
 @dataclass(frozen=True)
@@ -119,7 +126,7 @@ class ControlPolicy:
         self.plan_table: Any = None  # a shedding.plan_table.PlanTable when enabled
         self.scaling: Any = None  # a controller.scaling.ScalingPolicy when enabled
         self.scale_note = ""  # this round's scaling reason when the count stayed
-        self.scale_pending = False  # nodes joined last round: place units on them now
+        self.scale_pending = False  # nodes joined: place units on them once they have started
         if ctx.settings.scaling.enabled:
             from controller.scaling import ScalingPolicy
 
@@ -200,9 +207,11 @@ class ControlPolicy:
         """A scale change, or the placement on the node count a scale-out started last round;
         None when neither (the scaling reason then joins the round's reason).
 
-        Scale-out joins the nodes first and places units on them a round later, once they
-        have started, so no tuple waits for a node to start; scale-in places the units on
-        fewer nodes and releases the rest in one plan."""
+        Scale-out joins the nodes first and places units on them once they have started, so
+        no tuple waits for a node to start: a round later in the simulator (which charges the
+        start-up itself), and on a steered pipeline once an observed batch ran the joined
+        nodes with their executors live (a daemon's rounds may be faster than the batches).
+        Scale-in places the units on fewer nodes and releases the rest in one plan."""
         self.scale_note = ""
         if self.scaling is None:
             return None
@@ -212,6 +221,9 @@ class ControlPolicy:
         if not sd.changed:
             self.scale_note = sd.reason
             if not self.scale_pending:
+                return None
+            if not _joined_started(obs, running):
+                self.scale_note = f"{sd.reason}; waiting for the joined node(s) to start"
                 return None
             self.scale_pending = False
             return self._place_on(running, unit_x, plan, f"placed on the {running} running nodes")
@@ -291,7 +303,8 @@ class ControlPolicy:
         alive = alive_mask(obs.node_status)[:k]
         res = self.placement.rebalance(self._on(k), unit_x, assign, alive)
         new = res.assignment.copy()
-        held = self.holds.filter(new, assign, self.rounds, churn=res.judged_by != "global step")
+        # a global step's plan is a deliberate re-placement: no per-unit holds apply to it
+        held = [] if res.judged_by == "global step" else self.holds.filter(new, assign, self.rounds)
         moved = np.flatnonzero(new != assign)
         if moved.size == 0:
             why = res.reason + (
@@ -359,3 +372,22 @@ def _node_stats(unit_x: Array, assign: IntArray, n: int) -> dict[str, float]:
         **loadstats.node_summary(nx),
         "max_divergent_load": float(loadstats.divergent(nx).max()) if n else 0.0,
     }
+
+
+def _joined_started(obs: Observation, running: int) -> bool:
+    """Whether the ``running`` nodes a scale-out joined have started. A steered pipeline's
+    observation (it counts ``batches``) shows it in a batch that ran them with their executors
+    live; other substrates have started them by the next round.
+
+    >>> from types import SimpleNamespace
+    >>> from core.observation import PipelineBatch
+    >>> o = lambda *ready: SimpleNamespace(counters={"batches": len(ready)},
+    ...     batches=tuple(PipelineBatch(0, 1.0, 1, 0, None, ready_nodes=r) for r in ready))
+    >>> _joined_started(o(), 2), _joined_started(o(1, 1), 2), _joined_started(o(1, 2), 2)
+    (False, False, True)
+    >>> _joined_started(SimpleNamespace(counters={}, batches=()), 2)  # the simulator
+    True
+    """
+    if "batches" not in obs.counters:
+        return True
+    return any(b.ready_nodes is None or b.ready_nodes >= running for b in obs.batches)

@@ -48,6 +48,11 @@ class PlacementSettings(BaseModel):
     churn_rounds: int = Field(
         2, ge=0, description="rounds a moved unit stays out of pair-wise rounds"
     )
+    migration_aware: bool = Field(
+        True,
+        description="move only when the overload a move removes outweighs its pause "
+        "(correlation methods; off: every move the method's own rule accepts)",
+    )
     params: dict[str, float] = Field(
         default_factory=dict, description="the method's parameters, e.g. pair_threshold"
     )
@@ -146,6 +151,9 @@ class ScalingSettings(BaseModel):
     cooldown_rounds: int = Field(1, ge=0, description="rounds without a scale change after one")
     scale_in_after_s: float = Field(
         60.0, ge=0, description="the load must stay low this long before a scale-in"
+    )
+    warm_up: bool = Field(
+        True, description="Spark: warm a joining executor with a small job before batches use it"
     )
 
     @model_validator(mode="after")

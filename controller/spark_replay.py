@@ -74,7 +74,7 @@ def replay_spark(
     """
     if warmup_batches < 0:
         raise ValueError(f"warmup_batches: must be >= 0, got {warmup_batches}")
-    from spark_adapter.faults import publish_app
+    from spark_adapter.faults import publish_app, watching
 
     scenario = with_shedding(scenario, shedding)
     ctl = scenario.controller
@@ -91,8 +91,11 @@ def replay_spark(
     _report_progress(pipe, progress)
     publish_app(spark, work, master)
     _record_run(work, scenario, run, scale)
+    ha = scenario.controller.ha  # a stopped or dead executor is fenced within its timeouts
     try:
-        summary, series = _run(pipe, sub, scenario, run, rows_in)
+        with watching(spark, ha.heartbeat_timeout_s, ha.failure_timeout_s) as monitor:
+            summary, series = _run(pipe, sub, scenario, run, rows_in)
+        summary["executors_fenced"] = list(monitor.fenced) if monitor is not None else []
     finally:
         pipe.cleanup()
         if own:
@@ -186,17 +189,21 @@ def _copy_input(src: Path, pipe: Any, streams: set[str]) -> int:
 def _run(
     pipe: Any, sub: Any, scenario: ScenarioFile, run: SparkRun, rows_in: int
 ) -> tuple[dict[str, Any], SimResult]:
-    """Process the log, close the windows, compare the sink with the reference, summarize."""
+    """Process the log, close the windows, compare the sink with the reference, summarize.
+
+    The reference reads the whole input first: an availability policy that retains input only
+    as far as recovery needs it (upstream, passive, active) trims the log while the run goes."""
+    events = pipe.input.read()
     t0 = time.perf_counter()
     pipe.run_available(name=None)
     pipe.flush()
     wall = time.perf_counter() - t0
     got = pipe.output()
-    exp, dropped = pipe.reference()
+    exp, dropped = pipe.reference(events)
     stats = [pipe.stats[b] for b in sorted(pipe.stats)]
     summary = {
         **_summary(scenario, stats, pipe, sub, run),
-        **_accounting(stats, pipe, rows_in, dropped),
+        **_accounting(stats, pipe, events, rows_in, dropped),
         "output_matches_reference": output_mismatch(got, exp) is None,
         "wall_s": wall,
     }
@@ -229,6 +236,7 @@ def _steered_pipeline(
         ha.checkpoint_interval,
         window_drops=scenario.controller.shedding.window_drops,
         follow_executors=scenario.controller.scaling.enabled,
+        warm_executors=scenario.controller.scaling.warm_up,
     )
     pipe = SparkPipeline(spark, q, work, opts)
     sub = SparkSubstrate(pipe, list(q.sides), scenario.tick_s)
@@ -310,6 +318,7 @@ def _scaling_figures(real: list[Any], plans: list[Any]) -> dict[str, Any]:
     counts = [p.scale.nodes for p in plans]
     return {
         "running_partitions_per_batch": [int(s.info.get("running_partitions", 0)) for s in real],
+        "nodes_per_batch": [int(s.info.get("nodes", 0)) for s in real],
         "executors_per_batch": execs,
         "batch_duration_s_per_batch": [round(s.duration_s, 3) for s in real],
         "scale_actions": sum(a != b for a, b in itertools.pairwise(counts)),
@@ -362,11 +371,13 @@ def _partition_figures(stats: list[Any], real: list[Any], timed: list[Any]) -> d
     }
 
 
-def _accounting(stats: list[Any], pipe: Any, rows_in: int, dropped: int) -> dict[str, Any]:
+def _accounting(
+    stats: list[Any], pipe: Any, events: Any, rows_in: int, dropped: int
+) -> dict[str, Any]:
     """Tuples in, processed, dropped, lost, duplicated, late and out."""
     processed = int(sum(int(s.rows.sum()) for s in stats))
     late = int(sum(s.late for s in stats))
-    expected = _expected_processed(pipe)
+    expected = _expected_processed(pipe, events)
     return {
         "rows_in": rows_in,
         "rows_processed": processed,
@@ -380,12 +391,11 @@ def _accounting(stats: list[Any], pipe: Any, rows_in: int, dropped: int) -> dict
     }
 
 
-def _expected_processed(pipe: Any) -> int:
-    """Rows that should reach the keyed stage: kept by the pinned drops and passing the pinned
-    filters."""
+def _expected_processed(pipe: Any, ev: Any) -> int:
+    """Rows of the input ``ev`` that should reach the keyed stage: kept by the pinned drops and
+    passing the pinned filters."""
     from spark_adapter.verification import pinned_filters
 
-    ev = pipe.input.read()
     keep, covered = pipe.pinned_keep(ev)
     return int((keep & covered & pinned_filters(ev, pipe.pinned())).sum())
 

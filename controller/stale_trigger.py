@@ -1,12 +1,15 @@
-"""The stale-placement trigger: run the global step again when the placement has gone stale.
+"""The stale-placement trigger: re-place when the placement has gone stale.
 
 trimtab's extension, not Borealis (whose global step runs once, after the warm-up). After a
-global step the trigger remembers what it achieved on its window: the mean node-load variance
-and the mean pairwise node-load correlation. When, over ``rounds`` consecutive control rounds,
-the current window's variance exceeds ``factor`` x that (floored at ``var_floor``) or its
+global step the trigger remembers what it achieved on its window: the mean node-load variance,
+the mean pairwise node-load correlation and the overload (load above 0.9 of capacity,
+``placement.migration_cost.overload``). It fires when, over ``rounds`` consecutive control
+rounds, the current window's variance exceeds ``factor`` x that (floored at ``var_floor``), its
 distance from perfect correlation, ``1 - corr``, exceeds ``factor`` x that (floored at
-``corr_floor``), the trigger fires and the placement method runs its global step again. Off
-(``enabled`` False), the single Borealis global step is all there is.
+``corr_floor``), or its overload exceeds ``factor`` x that (floored at ``overload_floor``).
+Before any global step (another method made the initial placement) only the overload counts,
+against a baseline of none. Off (``enabled`` False), the single Borealis global step is all
+there is.
 """
 
 from __future__ import annotations
@@ -28,36 +31,56 @@ class StaleTrigger:
     'node-load variance 0.05 > 2 x 0.01 for 2 rounds'
     >>> t.observe({"node_variance_mean": 0.011, "node_correlation_mean": 0.6}) is None
     True
+
+    Without a global step, a placement that overloads its nodes is stale:
+
+    >>> u = StaleTrigger(factor=2.0, rounds=1)
+    >>> u.observe({"node_variance_mean": 9.0, "node_correlation_mean": -1.0, "overload": 0.01})
+    >>> u.observe({"node_variance_mean": 0.0, "node_correlation_mean": 1.0, "overload": 0.3})
+    'overload 0.3 cores > 2 x max(0, 0.01) for 1 rounds'
     """
 
     factor: float = 2.0
     rounds: int = 3
     var_floor: float = 1e-4
     corr_floor: float = 0.05
+    overload_floor: float = 0.01
     enabled: bool = True
     base_var: float | None = None
     base_corr: float | None = None
+    base_overload: float = 0.0
     worse: int = 0
 
     def rebase(self, summary: dict[str, float]) -> None:
         """Remember what a global step achieved (``loadstats.node_summary`` of its plan)."""
         self.base_var = summary["node_variance_mean"]
         self.base_corr = summary["node_correlation_mean"]
+        self.base_overload = summary.get("overload", 0.0)
         self.worse = 0
 
     def observe(self, summary: dict[str, float]) -> str | None:
         """One control round's node summary; the reason when the trigger fires, else None."""
-        if not self.enabled or self.base_var is None or self.base_corr is None:
+        if not self.enabled:
             return None
-        var, corr = summary["node_variance_mean"], summary["node_correlation_mean"]
-        var_limit = self.factor * max(self.base_var, self.var_floor)
-        gap_limit = self.factor * max(1.0 - self.base_corr, self.corr_floor)
+        over = summary.get("overload", 0.0)
+        over_limit = self.factor * max(self.base_overload, self.overload_floor)
+        if self.base_var is not None and self.base_corr is not None:
+            var, corr = summary["node_variance_mean"], summary["node_correlation_mean"]
+            var_limit = self.factor * max(self.base_var, self.var_floor)
+            gap_limit = self.factor * max(1.0 - self.base_corr, self.corr_floor)
+        else:  # no global step yet: only overload counts
+            var, corr, var_limit, gap_limit = 0.0, 1.0, 1.0, 1.0
         if var > var_limit:
             why = f"node-load variance {var:.3g} > {self.factor:g} x {self.base_var:.3g}"
         elif 1.0 - corr > gap_limit:
             why = (
                 f"node-load correlation {corr:.3g}: 1 - corr > {self.factor:g} x "
-                f"{1.0 - self.base_corr:.3g}"
+                f"{1.0 - (self.base_corr or 0.0):.3g}"
+            )
+        elif over > over_limit:
+            why = (
+                f"overload {over:.3g} cores > {self.factor:g} x "
+                f"max({self.base_overload:.3g}, {self.overload_floor:g})"
             )
         else:
             self.worse = 0

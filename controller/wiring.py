@@ -45,6 +45,8 @@ def make_context(scenario: ScenarioFile) -> Context:
         expected_rates=expected,
         settings=scenario.controller,
         seed=scenario.seed,
+        migration_base_s=scenario.simulator.migration_base_s,
+        migration_s_per_mb=scenario.simulator.migration_s_per_mb,
     )
 
 
@@ -75,7 +77,16 @@ def spark_context(
         rates(scenario).mean(axis=0)[[idx.index(s) for s in streams]] / scenario.tick_s * scale
     )
     cluster = Cluster(tuple(Node(f"p{i}", cap, 1.0) for i in range(partitions)))
-    return Context(net, net.units(), cluster, expected, scenario.controller, scenario.seed)
+    return Context(
+        net,
+        net.units(),
+        cluster,
+        expected,
+        scenario.controller,
+        scenario.seed,
+        scenario.simulator.migration_base_s,
+        scenario.simulator.migration_s_per_mb,
+    )
 
 
 def spark_capacity(tick_s: float, batch_overhead_s: float, task_overhead_s: float) -> float:

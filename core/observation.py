@@ -29,6 +29,7 @@ class PipelineBatch:
     started_at: float | None  # wall clock (s since the epoch), when the batch records it
     partition_rows: tuple[int, ...] = ()  # input rows per partition
     partition_busy_s: tuple[float, ...] = ()  # busy seconds per partition
+    ready_nodes: int | None = None  # its running nodes whose executors were live (None: unknown)
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from numpy.typing import NDArray
 
 from core import loadstats
 from placement.correlation_greedy import greedy_assign
+from placement.migration_cost import expected_gain, pause_cost
 
 __all__ = [
     "CorrelationParams",
@@ -72,6 +73,8 @@ class CorrelationParams:
     refine_steps: int = 100  # variance descent after the global placement (0: off)
     greedy_block: int = 4  # blocks per node's share in the greedy (0: one unit per scoring)
     improve_units: float = 0.5  # correlation improvement re-places at most this x all units
+    overload_threshold: float = 0.9  # overloaded_threshold: load above it queues (move worth)
+    gain_horizon_s: float = 60.0  # a move's gain counts this long (migration_cost)
 
 
 @dataclass(frozen=True)
@@ -234,10 +237,16 @@ def two_way(
     capacity: Array,
     p: CorrelationParams = CorrelationParams(),
 ) -> list[Move]:
-    """Re-place both nodes' operators with the greedy on two nodes, then one-way."""
+    """Re-place both nodes' operators with the greedy on two nodes, then one-way. When the two
+    nodes have the same capacity, the two groups the greedy formed go to the nodes that keep
+    more of their load in place (naming the groups is free; moving state is not)."""
     before = assign.copy()
     units = np.flatnonzero((assign == s) | (assign == r))
     assign[units] = global_greedy(unit_x, capacity.size, capacity, p, units, np.array([s, r]))
+    if np.isclose(capacity[s], capacity[r]):
+        load = loadstats.means(unit_x)[units]
+        if load[assign[units] != before[units]].sum() > load[assign[units] == before[units]].sum():
+            assign[units] = np.where(assign[units] == s, r, s)
     return _repair_means(unit_x, before, assign, s, r, capacity, p)
 
 
@@ -333,8 +342,12 @@ def balance_pair(
     capacity: Array,
     method: Method = "oneway",
     p: CorrelationParams = CorrelationParams(),
+    pause_s: Array | None = None,
 ) -> tuple[bool, list[Move], dict[str, float]]:
-    """Balance one pair with ``method`` and apply the acceptance rule (mutates on accept)."""
+    """Balance one pair with ``method`` and apply the acceptance rule (mutates on accept).
+    With ``pause_s`` (each unit's migration pause), an accepted balance is also held unless
+    the overload it removes over ``gain_horizon_s`` outweighs its pause
+    (``placement.migration_cost``)."""
 
     def stats(a: IntArray) -> tuple[float, float]:
         ns, nr = unit_x[a == s].sum(0) / capacity[s], unit_x[a == r].sum(0) / capacity[r]
@@ -345,6 +358,14 @@ def balance_pair(
     moves = _METHODS[method](unit_x, trial, s, r, capacity, p)
     (db, gb), (da, ga) = stats(assign), stats(trial)
     ok = bool(moves) and acceptance(db, da, gb, ga)
+    worth: dict[str, float] = {}
+    if ok and pause_s is not None:
+        gain = expected_gain(
+            unit_x, assign, trial, capacity, p.overload_threshold, p.gain_horizon_s
+        )
+        cost = pause_cost(unit_x, assign, trial, pause_s)
+        worth = {"gain_cpu_s": gain, "pause_cpu_s": cost, "worth_it": float(gain >= cost)}
+        ok = gain >= cost
     if ok:
         assign[:] = trial
     info = {
@@ -356,6 +377,7 @@ def balance_pair(
         "gap_after": ga,
         "accepted": float(ok),
         "moves": float(len(moves)),
+        **worth,
     }
     return ok, moves if ok else [], info
 
@@ -367,14 +389,29 @@ def pairwise_round(
     alive: NDArray[np.bool_] | None = None,
     method: Method = "oneway",
     p: CorrelationParams = CorrelationParams(),
+    pause_s: Array | None = None,
 ) -> PairRound:
-    """One placement round: form the imbalanced pairs and balance each once."""
+    """One placement round: form the imbalanced pairs and balance each once (with
+    ``pause_s``, only where the move is worth its pause). Each pair is solved on its own two
+    nodes' units (the methods read nothing else), in the units' order, so ties break as on
+    the whole."""
     out = PairRound(assign.copy())
     if unit_x.shape[1] < p.min_samples:
         return out
     node_mean = loadstats.means(loadstats.node_series(unit_x, assign, capacity.size)) / capacity
     for s, r in imbalanced_pairs(node_mean, alive, p.pair_threshold):
-        _, moves, info = balance_pair(unit_x, out.assignment, s, r, capacity, method, p)
-        out.moves += moves
-        out.pairs.append(info)
+        idx = np.flatnonzero((out.assignment == s) | (out.assignment == r))
+        local = (out.assignment[idx] == r).astype(np.int64)  # s -> 0, r -> 1
+        pair = np.array([s, r])
+        sub_pause = None if pause_s is None else pause_s[idx]
+        ok, moves, info = balance_pair(
+            unit_x[idx], local, 0, 1, capacity[pair], method, p, sub_pause
+        )
+        if ok:
+            out.assignment[idx] = pair[local]
+        out.moves += [
+            Move(int(idx[mv.unit]), int(pair[mv.src]), int(pair[mv.dst]), mv.score, mv.load)
+            for mv in moves
+        ]
+        out.pairs.append({**info, "sender": s, "receiver": r})
     return out

@@ -31,7 +31,7 @@ __all__ = ["greedy_assign"]
 
 Array = NDArray[np.float64]
 IntArray = NDArray[np.int64]
-BLOCK_MIN = 128  # blocks only while more units than this remain
+BLOCK_MIN = 32  # blocks only while more units than this remain
 
 
 def _unit_rows(x: Array) -> Array:

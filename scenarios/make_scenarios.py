@@ -419,32 +419,36 @@ def main() -> None:
     dpc_scenarios()
 
 
-def _diurnal(k: int, base: float, phase: float) -> dict[str, Any]:
-    return {
-        "kind": "sine",
-        "base": base,
-        "amplitude": 0.9 * base,
-        "period_s": 120,
-        "phase_s": phase,
-    }
-
-
 def _piecewise(*pieces: tuple[float, dict[str, Any]]) -> dict[str, Any]:
     return {"kind": "piecewise", "pieces": [{"from_s": t, "rate": r} for t, r in pieces]}
 
 
+DRIFT_PERIOD_S = 20  # one "day" of the drift scenarios; their window holds one period
+
+
+def _sine(base: float, phase: float) -> dict[str, Any]:
+    return {
+        "kind": "sine",
+        "base": base,
+        "amplitude": 0.9 * base,
+        "period_s": DRIFT_PERIOD_S,
+        "phase_s": phase,
+    }
+
+
 def drift_scenarios() -> None:
-    """The anticorrelated-diurnal workload with a drift at 600 s: a stream's phase flips, a new
-    chain arrives, or two streams swap their mean rates (the adaptive loop's test cases)."""
-    # the heavy chains are lighter than anticorrelated-diurnal's (250 us, not 400 us), so the
-    # cluster can carry the load after the drift with a good placement: the peak of s0 and s1
-    # in phase plus the rest is about 7.2 cores on 8
-    shapes = [
-        (0, [250.0] * 4 + [10.0] * 3),
-        (60, [250.0] * 4 + [10.0] * 3),
-        (0, [200.0] * 8),
-        (60, [200.0] * 8),
-    ]
+    """The adaptive loop's test cases: a workload that needs correlation-aware placement, with a
+    drift at 600 s (a stream's phase flips, a new chain arrives, two streams swap rates).
+
+    Two heavy chains (4 operators of 400 us, 0.4 cores each at the mean rate), one in phase A
+    and one in phase B (half a period later), and two medium chains (8 operators of 100 us),
+    A and B; rates swing 10%..190% of the mean over a 20 s period. At 60% mean utilisation a
+    node peaks at 0.96 when its units are all of one phase: a load-only placement (LLF) is
+    fine, just. After the drift, a node that keeps a heavy A operator with A-phase medium ones
+    peaks above its capacity; only a placement that knows the phases keeps every node below it.
+    The window holds one period (20 samples), so means and correlations are the period's.
+    """
+    half = DRIFT_PERIOD_S / 2
     bursty = {"kind": "bursty", "low": 400, "high": 1200, "on_s": 15, "off_s": 25, "jitter": 0.2}
     common = {
         "seed": 1,
@@ -452,56 +456,71 @@ def drift_scenarios() -> None:
         "cluster": nodes(8),
         "controller": {
             "interval_s": 10,
-            "window_k": 10,
+            "window_k": DRIFT_PERIOD_S,
             "placement": {"method": "correlation-twoway"},
         },
     }
+    ops = (
+        chain("s0", "c0_", [400.0] * 4)
+        + chain("s1", "c1_", [100.0] * 8)
+        + chain("s2", "c2_", [400.0] * 4)
+        + chain("s3", "c3_", [100.0] * 8)
+        + chain("s4", "c4_", [10.0] * 10)
+    )
 
-    def ops_for(n_streams: int) -> list[dict[str, Any]]:
-        ops: list[dict[str, Any]] = []
-        for k, (_, costs) in enumerate(shapes[:n_streams]):
-            ops += chain(f"s{k}", f"c{k}_", costs)
-        return ops + chain("s4", "c4_", [10.0] * 10)
+    def streams(s1: dict[str, Any], s3: dict[str, Any]) -> list[dict[str, Any]]:
+        return [
+            {"id": "s0", "rate": _sine(1000, 0)},
+            {"id": "s1", "rate": s1},
+            {"id": "s2", "rate": _sine(1000, half)},
+            {"id": "s3", "rate": s3},
+            {"id": "s4", "rate": bursty},
+        ]
 
-    streams = [{"id": f"s{k}", "rate": _diurnal(k, 1000, ph)} for k, (ph, _) in enumerate(shapes)]
-    streams[1]["rate"] = _piecewise((0, _diurnal(1, 1000, 60)), (600, _diurnal(1, 1000, 0)))
+    expect = {"max_mean_latency_s": 0.1, "zero_lost_tuples": True}
     write(
         "diurnal-phase-flip",
         {
-            "description": "anticorrelated-diurnal whose stream s1 flips its phase by half a period "
-            "at 600 s: the anti-phased pair s0/s1 becomes in phase, and a placement that paired "
-            "their operators is now wrong.",
+            "description": "Heavy and medium chains in two phases (A, B: half a 20 s period "
+            "apart); at 600 s the medium stream s1 flips from phase B to A. A node that paired "
+            "a heavy A operator with s1's now peaks above its capacity: the placement must "
+            "change although no node's mean load did.",
             **common,
-            "streams": [*streams, {"id": "s4", "rate": bursty}],
-            "operators": ops_for(4),
-            "expect": {"max_mean_latency_s": 1.0, "zero_lost_tuples": True},
+            "streams": streams(
+                _piecewise((0, _sine(1000, half)), (600, _sine(1000, 0))), _sine(1000, 0)
+            ),
+            "operators": ops,
+            "expect": expect,
         },
     )
-    streams = [{"id": f"s{k}", "rate": _diurnal(k, 1000, ph)} for k, (ph, _) in enumerate(shapes)]
-    late = _piecewise((0, {"kind": "constant", "rate": 0}), (600, _diurnal(5, 1000, 30)))
+    late = _piecewise((0, {"kind": "constant", "rate": 0}), (600, _sine(1000, half)))
     write(
         "chain-arrival",
         {
-            "description": "anticorrelated-diurnal with a new 4-operator chain whose stream s5 "
-            "starts at 600 s (its operators are placed, idle, from the start).",
+            "description": "The phase-A/B workload with a new 4-operator chain (150 us, phase B) "
+            "whose stream s5 starts at 600 s (its operators are placed, idle, from the start).",
             **common,
-            "streams": [*streams, {"id": "s4", "rate": bursty}, {"id": "s5", "rate": late}],
-            "operators": ops_for(4) + chain("s5", "c5_", [100.0] * 4),
-            "expect": {"max_mean_latency_s": 1.0, "zero_lost_tuples": True},
+            "streams": [
+                *streams(_sine(1000, half), _sine(1000, 0)),
+                {"id": "s5", "rate": late},
+            ],
+            "operators": ops + chain("s5", "c5_", [150.0] * 4),
+            "expect": expect,
         },
     )
-    streams = [{"id": f"s{k}", "rate": _diurnal(k, 1000, ph)} for k, (ph, _) in enumerate(shapes)]
-    streams[0]["rate"] = _piecewise((0, _diurnal(0, 1400, 0)), (600, _diurnal(0, 600, 0)))
-    streams[2]["rate"] = _piecewise((0, _diurnal(2, 600, 0)), (600, _diurnal(2, 1400, 0)))
     write(
         "rate-swap",
         {
-            "description": "anticorrelated-diurnal where streams s0 and s2 swap their mean rates "
-            "(1400 and 600 tuples/s) at 600 s: the heavy chains become light and the reverse.",
+            "description": "The phase-A/B workload whose medium streams swap their mean rates at "
+            "600 s: s1 (phase B) goes from 1400 to 600 tuples/s and s3 (phase A) from 600 to "
+            "1400, so the nodes that held s3's operators gain load and the phases shift to A.",
             **common,
-            "streams": [*streams, {"id": "s4", "rate": bursty}],
-            "operators": ops_for(4),
-            "expect": {"max_mean_latency_s": 1.0, "zero_lost_tuples": True},
+            "streams": streams(
+                _piecewise((0, _sine(1400, half)), (600, _sine(600, half))),
+                _piecewise((0, _sine(600, 0)), (600, _sine(1400, 0))),
+            ),
+            "operators": ops,
+            "expect": expect,
         },
     )
     write(

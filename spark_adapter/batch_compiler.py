@@ -34,6 +34,7 @@ __all__ = [
     "first_quota",
     "keep_sql",
     "route_sql",
+    "routed_partitions",
     "split_keys",
     "uniform_sql",
     "window_keep",
@@ -271,8 +272,9 @@ class BatchSpec:
     batch_id: int
     plan_version: int
     replay: bool
-    partitions: int  # this batch's keyed partitions: the plan's running nodes
+    partitions: int  # this batch's keyed partitions: those its routing names
     slots: int  # the pipeline's partitions (statistics arrays are this long)
+    nodes: int  # the plan's running nodes (scale), whose executors the pipeline keeps
     wm_prev: float
     wm: float
     keep: tuple[tuple[str, float], ...]  # per stream, as pinned
@@ -288,6 +290,30 @@ class BatchSpec:
     every_key_split: bool  # round-robin: merged on the cluster
     costs_by_side: tuple[tuple[int, float], ...]  # per-row CPU cost (us) of each side
     query: QuerySpec  # the keyed stage with the plan's operator parameters in effect
+
+
+def routed_partitions(plan: Plan, q: QuerySpec, running: int) -> int:
+    """The partitions a batch folds into: all ``running`` for round-robin; otherwise up to the
+    highest one the key-group table or a hot key's quota names. A scale-out's first plan joins
+    a node before placement spreads units on it (``controller.policy``): its batches keep the
+    partitions they use, so the new executor starts with no task of theirs to wait for.
+
+    >>> from core.plans import Placement, ScalePlan
+    >>> q = QuerySpec("agg", "aggregate", "count", 10.0, 1.0, 2, {"s": 0}, {}, {"s": 0.0})
+    >>> joined = Plan(placement=Placement(units=("agg#0", "agg#1"), nodes=("n0", "n1"),
+    ...                                   assignment=(0, 0)), scale=ScalePlan(nodes=2))
+    >>> routed_partitions(joined, q, 2)
+    1
+    >>> spread = joined.next(placement=Placement(units=("agg#0", "agg#1"), nodes=("n0", "n1"),
+    ...                                          assignment=(0, 1)))
+    >>> routed_partitions(spread, q, 2)
+    2
+    """
+    if every_key_split(plan):
+        return running
+    named = list(key_group_table(plan.placement, q.op_id, q.key_groups, running))
+    named += [pid for quotas in plan.routing.hot.values() for pid, _ in quotas]
+    return min(running, 1 + max(named, default=0))
 
 
 def compile_batch(
@@ -310,12 +336,14 @@ def compile_batch(
                 f"routing.hot.{key}: partition {released[0]} is released "
                 f"(scale.nodes = {plan.scale.nodes})"
             )
+    width = routed_partitions(plan, q, running)
     return BatchSpec(
         batch_id=pin.batch_id,
         plan_version=plan.version,
         replay=pin.replay,
-        partitions=running,
+        partitions=width,
         slots=partitions,
+        nodes=running,
         wm_prev=pin.watermark_prev,
         wm=pin.watermark,
         keep=tuple((s, float(plan.shed.keep_of(s))) for s in q.sides),
@@ -324,8 +352,8 @@ def compile_batch(
         input_value=value_sql(q),
         pane_columns=tuple(pane_columns_sql(q).items()),
         window_keep=window_tuple_sql(floors, q) if shed_windows and floors else None,
-        route=route_sql(plan, q, running),
-        state_route=route_sql(plan, q, running, state=True),
+        route=route_sql(plan, q, width),
+        state_route=route_sql(plan, q, width, state=True),
         emit=window_emit_sql(floors, q) if floors is not None else None,
         split_keys=split_keys(plan),
         every_key_split=every_key_split(plan),

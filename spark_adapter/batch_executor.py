@@ -40,6 +40,7 @@ __all__ = [
     "collect",
     "emitted",
     "fold",
+    "input_files",
     "output_frame",
     "rows_span",
     "shed_and_route",
@@ -47,6 +48,14 @@ __all__ = [
 ]
 
 OUTPUT_DDL = "key LONG, window_start DOUBLE, value DOUBLE"
+
+
+def input_files(df: DataFrame) -> set[str]:
+    """The files a batch's frame reads (none for a frame that is not a file relation)."""
+    try:
+        return set(df.inputFiles())
+    except Exception:  # not a file relation (a streaming micro-batch names none)
+        return set()
 
 
 def shed_and_route(df: DataFrame, state: DataFrame, spec: BatchSpec) -> DataFrame:

@@ -26,6 +26,7 @@ __all__ = [
     "observation_from_batches",
     "partition_status",
     "read_batch_stats",
+    "ready_nodes",
     "retire_batch_stats",
     "write_batch_stats",
 ]
@@ -148,14 +149,54 @@ def partition_status(st: BatchStats, n: int) -> tuple[NodeStatus, ...]:
     """Capacity of the partitions as the controller's nodes see it after batch ``st``.
 
     Spark runs the partitions on whatever executors are alive. With fewer live executors than
-    partitions (one was lost for good), the surplus partitions (the highest-numbered) are
-    reported DOWN: their capacity is gone, so the controller re-places their key groups onto
-    the surviving partitions and sheds any shortfall. They are UP again once executors return.
+    the nodes the batch ran (``info["nodes"]``; one was lost for good), the surplus running
+    partitions (the highest-numbered) are reported DOWN: their capacity is gone, so the
+    controller re-places their key groups onto the surviving partitions and sheds any
+    shortfall. They are UP again once executors return. An executor the pipeline requested
+    that has not registered yet (``starting_executors``, a scale-out's join) is starting, not
+    lost; partitions beyond the batch's running nodes (scaled in, or not joined yet) ran
+    nothing, so nothing says they failed.
+
+    >>> from types import SimpleNamespace as B
+    >>> partition_status(B(info={"live_executors": 1, "nodes": 2}), 2)
+    (<NodeStatus.UP: 'up'>, <NodeStatus.DOWN: 'down'>)
+    >>> partition_status(B(info={"live_executors": 1, "nodes": 1}), 2)  # scaled to one node
+    (<NodeStatus.UP: 'up'>, <NodeStatus.UP: 'up'>)
+    >>> partition_status(B(info={"live_executors": 1, "nodes": 2, "starting_executors": 1}), 2)
+    (<NodeStatus.UP: 'up'>, <NodeStatus.UP: 'up'>)
     """
     live = st.info.get("live_executors")
-    if live is None or live >= n:
+    running = min(n, int(st.info.get("nodes", n)))
+    if live is None:
         return tuple([NodeStatus.UP] * n)
-    return tuple(NodeStatus.UP if i < max(int(live), 1) else NodeStatus.DOWN for i in range(n))
+    have = max(int(live) + int(st.info.get("starting_executors", 0)), 1)
+    return tuple(NodeStatus.DOWN if have <= i < running else NodeStatus.UP for i in range(n))
+
+
+def ready_nodes(st: BatchStats) -> int | None:
+    """The batch's running nodes whose executors were live at its end (None: not recorded).
+
+    >>> from types import SimpleNamespace as B
+    >>> ready_nodes(B(info={"live_executors": 1, "nodes": 2})), ready_nodes(B(info={}))
+    (1, None)
+    """
+    live, nodes = st.info.get("live_executors"), st.info.get("nodes")
+    return None if live is None or nodes is None else min(int(live), int(nodes))
+
+
+def _no_batch(n: int, d: int, plan_version: int) -> Observation:
+    """A steered pipeline that completed no batch since the last observation."""
+    return Observation(
+        0.0,
+        np.zeros((0, 0)),
+        np.zeros((n, 0)),
+        np.zeros((d, 0)),
+        tuple([NodeStatus.UP] * n),
+        np.zeros(n),
+        0.0,
+        plan_version,
+        counters={"batches": 0.0},
+    )
 
 
 def observation_from_batches(
@@ -163,17 +204,7 @@ def observation_from_batches(
 ) -> Observation:
     """One sample per batch: unit (key group) and partition loads in cores, rates, hot keys."""
     if not batches:
-        g = 0
-        return Observation(
-            0.0,
-            np.zeros((g, 0)),
-            np.zeros((n, 0)),
-            np.zeros((len(streams), 0)),
-            tuple([NodeStatus.UP] * n),
-            np.zeros(n),
-            0.0,
-            plan_version,
-        )
+        return _no_batch(n, len(streams), plan_version)
     g = batches[0].kg_rows.size
     unit = np.zeros((g, len(batches)))
     node = np.zeros((n, len(batches)))
@@ -214,6 +245,7 @@ def observation_from_batches(
                 b.info.get("started_at"),
                 tuple(int(x) for x in b.rows),
                 tuple(float(x) for x in b.busy_s),
+                ready_nodes(b),
             )
             for b in batches
         ),

@@ -1,21 +1,27 @@
-"""Executors follow the plan's partitions: scaling on Spark without halting the query.
+"""Executors follow the plan's running nodes: scaling on Spark without halting the query.
 
-At each batch start the pipeline asks for one executor (one core) per partition the pinned
-plan runs, through Spark's own API: ``SparkContext.requestTotalExecutors`` sets the
-application's executor target (``requestExecutors`` adds to a target that, without dynamic
+At each batch start the pipeline asks for one executor (one core) per node the pinned plan
+runs (``plan.scale``), through Spark's own API: ``SparkContext.requestTotalExecutors`` sets
+the application's executor target (``requestExecutors`` adds to a target that, without dynamic
 allocation, starts at 0, so it cannot grow a static application), ``killExecutor`` releases one
 (standalone and local-cluster masters; ``local[N]`` runs tasks in the driver and has nothing to
-scale). A new executor registers within seconds; until then the batch's partitions share the
-executors there are; the first batch that runs on it pays its Python workers' start (a
-background warm-up job was tried: on 2 cores it slowed the batches it ran beside more than it
-saved). An executor is released only when it holds
-no cached block (``rddBlocks`` in Spark's REST API): the state the next batch reads is cached
-on executors, so a release waits for the batches that retire that state.
+scale). A scale-out joins the node a round before placement routes key groups to it, so the
+new executor registers while no task waits for it. Its first tasks pay the JVM's cold code paths
+and the Python worker's start (pandas, pyarrow, the fold's modules): 2-2.5 s on 2 cores, which
+landed on the batches around the scale-out. So once it registers, a background job as small as
+a batch's shape (a ``repartitionById`` shuffle into ``mapInPandas``, collected with Arrow)
+warms it while the batch in flight runs on the old executor: Spark's FIFO scheduler gives the
+batch's own pending tasks the free slots first, so the warm-up takes the new, idle executor.
+An executor is released only when it holds no cached block
+(``rddBlocks`` in Spark's REST API): the state the next batch reads is cached on executors, so
+a release waits for the batches that retire that state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from spark_adapter.metrics import RestPoller
@@ -37,9 +43,9 @@ def releasable(executors: list[dict[str, Any]], surplus: int) -> list[str]:
 
 
 class ExecutorPool:
-    """Requests and releases executors so that one runs per running partition."""
+    """Requests and releases executors so that one runs per running node of the plan."""
 
-    def __init__(self, spark: Any) -> None:
+    def __init__(self, spark: Any, warm: bool = True) -> None:
         sc = spark.sparkContext
         self.jsc = sc._jsc.sc()
         self.enabled = sc.master.startswith(("local-cluster", "spark://"))
@@ -49,8 +55,11 @@ class ExecutorPool:
             else None
         )
         self.target = 0  # the executors asked for (0: what the application started with)
+        self.awaiting = 0  # executors a scale-out asked for, until that many are live
         self.released: set[str] = set()  # killed, perhaps not yet deregistered
         self.log: list[dict[str, Any]] = []
+        self.spark = spark
+        self.warm = warm  # warm a joining executor before a batch's task lands on it
         jvm = sc._jvm
         self._no_locality = (
             getattr(jvm, "scala.collection.immutable.Map$").__getattr__("MODULE$").empty()
@@ -80,9 +89,16 @@ class ExecutorPool:
         if live is None:
             return {"waiting": "Spark's REST API did not answer"}
         done: dict[str, Any] = {"live": len(live), "target": self.target}
+        if len(live) >= self.awaiting:
+            self.awaiting = 0
         if partitions > max(self.target, len(live)):
             self.jsc.requestTotalExecutors(partitions, 0, self._no_locality)
+            self.awaiting = partitions
             done["requested"] = partitions - max(self.target, len(live))
+            if self.warm:
+                threading.Thread(
+                    target=self._warm_when_joined, args=(len(live), partitions), daemon=True
+                ).start()
         elif len(live) > partitions:
             ids = releasable(live, len(live) - partitions)
             for i in ids:
@@ -95,6 +111,56 @@ class ExecutorPool:
         if len(done) > 2:
             self.log.append({"batch": batch_id, **done})
         return done
+
+    def starting(self, live: int) -> int:
+        """Executors a scale-out requested that have not registered yet (starting, not lost).
+
+        >>> pool = ExecutorPool.__new__(ExecutorPool)
+        >>> pool.awaiting = 2
+        >>> pool.starting(1), pool.starting(2)
+        (1, 0)
+        """
+        return max(0, self.awaiting - live) if self.awaiting else 0
+
+    def _warm_when_joined(self, before: int, want: int, timeout_s: float = 60.0) -> None:
+        """Once a requested executor registers, run one small job like a batch's (a shuffle
+        into pandas, the fold's modules imported) so that its JVM paths and Python worker are
+        warm before a batch's task lands on it."""
+        sc = self.spark.sparkContext
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout_s:
+            n = int(sc._jsc.sc().getExecutorMemoryStatus().size()) - 1
+            if n > before:
+                break
+            time.sleep(0.1)
+        else:
+            self.log.append({"warm_up_skipped": f"no executor joined within {timeout_s:.0f} s"})
+            return
+        t1 = time.monotonic()
+        try:
+            (
+                self.spark.range(0, 256 * want, numPartitions=want)
+                .selectExpr("id AS key", f"CAST(id % {want} AS INT) AS pid")
+                .repartitionById(want, "pid")
+                .mapInPandas(_warm_partition, "key long, pid int")
+                .toPandas()
+            )
+        except Exception as exc:  # a warm-up must never fail a batch (nor a session's stop)
+            self.log.append({"warm_up_failed": str(exc)[:200]})
+            return
+        self.log.append(
+            {
+                "warmed": n,
+                "registered_after_s": round(t1 - t0, 3),
+                "warm_s": round(time.monotonic() - t1, 3),
+            }
+        )
+
+
+def _warm_partition(it: Iterator[Any]) -> Iterator[Any]:
+    import spark_adapter.operators  # noqa: F401 - pandas, pyarrow and the fold's code
+
+    yield from it
 
 
 def live_executor_count(spark: Any) -> Callable[[], int]:

@@ -63,10 +63,11 @@ class PipelineOptions:
     * ``retention``: input-log trimming, ``none``, ``upstream`` or ``passive`` (``recovery``);
     * ``replicate_state``: active standby, every cached state block on two executors;
     * ``window_drops``: shed whole windows (``shedding.window_drops``) instead of tuples;
-    * ``follow_executors``: one executor per running partition, requested and released at
-      batch starts (``executor_pool``; standalone and local-cluster masters);
-    * ``metrics_keep``: statistics files of the newest batches kept in ``metrics/`` (0: all);
-    * ``retire_plans``: at each snapshot, old plans no restore can load leave ``plans/``;
+    * ``follow_executors``: one executor per running node (plan.scale), requested and released at
+      batch starts (``executor_pool``; standalone and local-cluster masters), a joining one
+      warmed by a small job unless ``warm_executors`` is off;
+    * ``metrics_keep``: newest batches' statistics files kept in ``metrics/`` (0: all);
+      ``retire_plans``: at each snapshot, old plans no restore can load leave ``plans/``;
     * ``stats_keep``: statistics of the newest batches kept in memory (0: all, as verification
       needs; a long-running driver keeps its memory bounded).
     """
@@ -80,6 +81,7 @@ class PipelineOptions:
     replicate_state: bool = False
     window_drops: bool = False
     follow_executors: bool = False
+    warm_executors: bool = True
     metrics_keep: int = 1000
     retire_plans: bool = False
     stats_keep: int = 0
@@ -170,7 +172,9 @@ class SparkPipeline:
         self.max_ts = -math.inf
         spark.sparkContext.setCheckpointDir(str(self.dir / "rdd-checkpoints"))
         self.live_executors = live_executor_count(spark)
-        self.pool = ExecutorPool(spark) if options.follow_executors else None
+        self.pool = (
+            ExecutorPool(spark, options.warm_executors) if options.follow_executors else None
+        )
 
     # ------------------------------------------------------------------ compile
     def version_keep(self, version: int) -> float:
@@ -204,7 +208,7 @@ class SparkPipeline:
         if self.fault_hook is not None and not refold:
             self.fault_hook(batch_id, "start")
         spec = self.compile(plan, pin)
-        executors = self.pool.follow(spec.partitions, batch_id) if self.pool and not refold else {}
+        executors = self.pool.follow(spec.nodes, batch_id) if self.pool and not refold else {}
         res = steps.fold(
             steps.shed_and_route(df, self._prev_state(batch_id), spec), spec, spec.query
         )
@@ -218,7 +222,7 @@ class SparkPipeline:
             marks.append(("output", time.perf_counter()))
         res.unpersist()
         self._retire_states(batch_id, state)
-        span = self.index.files_span(self._input_files(df), batch_id) or self.index.span(
+        span = self.index.files_span(steps.input_files(df), batch_id) or self.index.span(
             *steps.rows_span(stats)
         )
         st = steps.batch_stats(
@@ -232,7 +236,9 @@ class SparkPipeline:
             len(split),
         )
         st.info["live_executors"] = self.live_executors()
-        st.info["running_partitions"] = spec.partitions
+        if self.pool is not None:  # a scale-out's executor may still be starting
+            st.info["starting_executors"] = self.pool.starting(st.info["live_executors"])
+        st.info["running_partitions"], st.info["nodes"] = spec.partitions, spec.nodes
         if executors:
             st.info["executors"] = executors
         if not refold:
@@ -321,13 +327,6 @@ class SparkPipeline:
             raise RuntimeError(
                 f"fenced: this driver no longer holds the lease; batch {batch_id} not committed"
             )
-
-    @staticmethod
-    def _input_files(df: DataFrame) -> set[str]:
-        try:
-            return set(df.inputFiles())
-        except Exception:  # not a file relation (a streaming micro-batch names none)
-            return set()
 
     # ------------------------------------------------------------ availability
     def restore(self) -> int:

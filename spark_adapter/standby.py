@@ -65,6 +65,9 @@ class DriverOptions:
     trigger_s: float | None = None
     window_drops: bool = False
     follow_executors: bool = False
+    warm_executors: bool = True
+    suspect_s: float = 5.0  # executor failure detection (the scenario's ha timeouts)
+    fail_s: float = 15.0
 
 
 def run_driver(
@@ -86,6 +89,7 @@ def run_driver(
     if role not in ("primary", "standby"):
         raise ValueError(f"role: expected 'primary' or 'standby', got {role!r}")
     from core.scenario import load_scenario
+    from spark_adapter.faults import watching
     from spark_adapter.session import make_session
 
     work = Path(workdir)
@@ -111,20 +115,27 @@ def run_driver(
     first_commit = _wire_driver(spark, pipe, work, o)
     restored = pipe.restore()
     times["t_restored"] = time.time()
-    ended = _run(pipe, o.trigger_s)
+    with watching(spark, o.suspect_s, o.fail_s) as monitor:
+        ended = _run(pipe, o.trigger_s)  # a stopped or dead executor is fenced meanwhile
     stop.set()
     times["t_first_commit"] = first_commit[0] if first_commit else None
     times["t_end"] = time.time()
-    result = {"role": role, "epoch": epoch, "pid": os.getpid(), "restored_through": restored}
-    result |= times | {"batches": sorted(pipe.stats), "ended": ended}
-    result |= {"committed": pipe.log.committed(), "trim_log": pipe.trim_log}
-    result |= end_to_end([pipe.stats[b] for b in sorted(pipe.stats)])
+    result = {"role": role, "epoch": epoch, "restored_through": restored, "ended": ended}
+    result |= times | _outcome(pipe, monitor)
     if o.result_file is not None:
         Path(o.result_file).write_text(json.dumps(result))
     pipe.cleanup()
     with contextlib.suppress(Exception):
         spark.stop()
     return result
+
+
+def _outcome(pipe: Any, monitor: Any) -> dict[str, Any]:
+    """What a driver did: its batches and commits, trimming, fenced executors, latencies."""
+    out: dict[str, Any] = {"pid": os.getpid(), "batches": sorted(pipe.stats)}
+    out |= {"committed": pipe.log.committed(), "trim_log": pipe.trim_log}
+    out["executors_fenced"] = list(monitor.fenced) if monitor is not None else []
+    return out | end_to_end([pipe.stats[b] for b in sorted(pipe.stats)])
 
 
 def _driver_pipeline(spark: Any, sc: Any, work: Path, o: DriverOptions) -> Any:
@@ -140,6 +151,7 @@ def _driver_pipeline(spark: Any, sc: Any, work: Path, o: DriverOptions) -> Any:
         retention="passive",
         window_drops=o.window_drops,
         follow_executors=o.follow_executors,
+        warm_executors=o.warm_executors,
         retire_plans=True,  # a long-running driver keeps its plan store bounded
         stats_keep=1000,  # and its memory: the newest batches' statistics
     )

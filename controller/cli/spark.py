@@ -35,6 +35,23 @@ DefaultPlanOpt = Annotated[
     ),
 ]
 
+MtbfOpt = Annotated[
+    float | None,
+    typer.Option(
+        min=1.0,
+        help="mean time between failures: snapshot interval from Young/Daly on the measured"
+        " snapshot cost (starting at --snapshot-every)",
+    ),
+]
+TriggerOpt = Annotated[
+    float | None,
+    typer.Option(
+        min=0.01,
+        help="follow the input log live, a micro-batch every S seconds, until the log is"
+        " closed or SIGTERM (default: process the segments present and stop)",
+    ),
+]
+
 
 @pipeline_app.command("run")
 def pipeline_run(
@@ -52,22 +69,8 @@ def pipeline_run(
     ] = None,
     result: Annotated[Path | None, typer.Option(help="write a JSON result here")] = None,
     default_plan: DefaultPlanOpt = False,
-    mtbf_s: Annotated[
-        float | None,
-        typer.Option(
-            min=1.0,
-            help="mean time between failures: snapshot interval from Young/Daly on the measured"
-            " snapshot cost (starting at --snapshot-every)",
-        ),
-    ] = None,
-    trigger_s: Annotated[
-        float | None,
-        typer.Option(
-            min=0.01,
-            help="follow the input log live, a micro-batch every S seconds, until the log is"
-            " closed or SIGTERM (default: process the segments present and stop)",
-        ),
-    ] = None,
+    mtbf_s: MtbfOpt = None,
+    trigger_s: TriggerOpt = None,
 ) -> None:
     """A pipeline driver with a lease: the primary runs; a warm standby takes over when it dies.
 
@@ -93,6 +96,9 @@ def pipeline_run(
             trigger_s=trigger_s,
             window_drops=sc.controller.shedding.window_drops,
             follow_executors=sc.controller.scaling.enabled,  # executors follow plan.scale
+            warm_executors=sc.controller.scaling.warm_up,
+            suspect_s=sc.controller.ha.heartbeat_timeout_s,
+            fail_s=sc.controller.ha.failure_timeout_s,
         )
     except (ValueError, RuntimeError) as e:
         fail(str(e), 1)
@@ -108,6 +114,7 @@ DRIVER_KEYS = (  # what pipeline run prints of the driver's result
     "arrival_to_commit_p99_s",
     "arrival_to_commit_max_s",
     "backlog_segments",
+    "executors_fenced",
 )
 
 input_app = typer.Typer(

@@ -3,10 +3,13 @@ scaling the keyed stage from 1 to 2 partitions and executors and back while the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -33,6 +36,10 @@ def test_spark_elastic_ramp_scales_out_and_in_without_halting(tmp_path: Path) ->
     assert min(execs[:6]) == 1 and max(execs) == 2 and execs[-1] == 1, execs
     acts = s["executor_actions"]
     assert any("requested" in a for a in acts)
+    assert s["executors_fenced"] == []  # a released executor is not a failed one
+    # the joining executor was warmed once it registered (a job, not a batch, paid its cold start)
+    warmed = [a for a in acts if "warmed" in a or "warm_up_failed" in a or "warm_up_skipped" in a]
+    assert len(warmed) == 1 and warmed[0].get("warmed") == 2, acts
     released = [a for a in acts if a.get("released")]
     assert len(released) >= 2, acts
     # a scale-in never releases an executor holding the state the next batch reads: the
@@ -43,3 +50,80 @@ def test_spark_elastic_ramp_scales_out_and_in_without_halting(tmp_path: Path) ->
     # new executor's JVM boot and cold Python workers share 2 cores with the batches
     # (BENCHMARKS, "Continuous optimization (scaling)")
     assert len(s["batch_duration_s_per_batch"]) == len(parts) == 28
+
+
+def test_the_daemon_scales_a_live_pipeline_in_external_mode(tmp_path: Path) -> None:
+    """The production setup with scaling: a paced writer, a live driver on local-cluster whose
+    executors follow the plans, and the controller daemon in external mode deciding the node
+    count from the batch files. The daemon's rounds (6 s) are faster than the batches."""
+    import sqlite3
+
+    import pandas as pd
+
+    from controller.scenario import load_scenario
+    from controller.testing import assert_matches_reference
+    from spark_adapter.operators import reference_output
+    from spark_adapter.query import compile_query
+    from spark_adapter.source import InputLog
+
+    sc_path, work = SCENARIOS / "spark-elastic-ramp.yaml", tmp_path / "pipe"
+    cfg = tmp_path / "controller.yaml"
+    cfg.write_text(
+        json.dumps(
+            {
+                "control": {"interval_s": 6.0, "window_samples": 3},
+                "placement": {"method": "least-loaded"},
+                "scaling": {"enabled": True, "min_nodes": 1, "max_nodes": 2},
+                "substrate": {"kind": "spark-external", "scenario": str(sc_path)}
+                | {"workdir": str(work), "partitions": 2},
+                "metrics": {"port": 0},
+                "decision_log": str(tmp_path / "decisions.sqlite"),
+                "state_dir": str(tmp_path / "state"),
+            }
+        )
+    )  # JSON is YAML
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    kw = {"cwd": ROOT, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    common = [str(sc_path), "--workdir", str(work)]
+    procs: list[subprocess.Popen] = []
+    try:
+        procs.append(subprocess.Popen([EXE, "run", "--config", str(cfg)], env=env, **kw))
+        deadline = time.monotonic() + 60
+        while not (work / "plans" / "current").exists():  # the daemon publishes plan 0
+            assert time.monotonic() < deadline and procs[0].poll() is None
+            time.sleep(0.2)
+        gen = [EXE, "input", "generate", *common, "--segments", "28", "--scale", "0.1"]
+        procs.append(subprocess.Popen([*gen, "--pace-s", "3", "--close"], env=env, **kw))
+        drv = [EXE, "pipeline", "run", *common, "--master", "local-cluster[2,1,1024]"]
+        procs.append(subprocess.Popen([*drv, "--trigger-s", "3"], env=env, **kw))
+        for p in procs[1:]:
+            _, err = p.communicate(timeout=400)
+            assert p.returncode == 0, err[-3000:]  # no batch failed
+        os.kill(procs[0].pid, signal.SIGTERM)
+        assert procs[0].wait(timeout=60) == 0
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGKILL)
+    batches = [json.loads(f.read_text()) for f in (work / "metrics").glob("batch-*.json")]
+    info = [b["info"] for b in sorted(batches, key=lambda b: b["batch_id"])]
+    nodes = [i["nodes"] for i in info]
+    parts = [i["running_partitions"] for i in info]
+    assert nodes[0] == 1 and 2 in parts, (nodes, parts)
+    # the scale-out joined first: a batch ran the second node before any routed to it
+    joined = nodes.index(2)
+    assert parts[joined] == 1 and joined < parts.index(2), (nodes, parts)
+    assert max(i["live_executors"] for i in info) == 2
+    with contextlib.closing(sqlite3.connect(tmp_path / "decisions.sqlite")) as db:
+        reasons = [r for (r,) in db.execute("SELECT reason FROM rounds WHERE applied = 1")]
+    assert any("scaled out 1 -> 2" in r for r in reasons), reasons
+    assert not any("off failed nodes" in r for r in reasons), reasons  # joining is not failing
+    # exactly once: the sink equals the reference over the whole (regenerated) input
+    ref = InputLog(tmp_path / "ref")
+    ref.generate(load_scenario(sc_path), 28, scale=0.1)
+    exp = reference_output(ref.read(), compile_query(load_scenario(sc_path)))
+    got = pd.concat(
+        [pd.read_parquet(f) for f in sorted((work / "output").glob("batch=*/*.parquet"))],
+        ignore_index=True,
+    ).sort_values(["key", "window_start"], ignore_index=True)
+    assert_matches_reference(got, exp)

@@ -6,25 +6,31 @@ from __future__ import annotations
 import numpy as np
 
 from controller.loop import ControlLoop
+from controller.placements import Correlation
+from controller.replay import ReplayResult, replay_sim
 from controller.scenario import load_scenario
 from controller.testing import FakeSubstrate
 from controller.wiring import make_context, make_policy
 from core import loadstats
 from core.cluster import NodeStatus
 from core.observation import Observation
+from placement.migration_cost import overload
 from tests.conftest import SCENARIOS
 
 K = 10
 
 
-def _observations(kinds: list[np.ndarray], n: int, rounds: list[int]) -> list[Observation]:
-    """One sample per round: unit i follows a rising or a falling wave as ``kinds`` says."""
+def _observations(
+    kinds: list[np.ndarray], n: int, rounds: list[int], peak: float
+) -> list[Observation]:
+    """One sample per round: unit i follows a rising or a falling wave (0..peak) as ``kinds``
+    says."""
     out = []
     t = 0
     for kind, count in zip(kinds, rounds, strict=True):
         for _ in range(count):
             wave = 0.5 + 0.5 * np.sin(2 * np.pi * t / K)
-            load = 0.1 * np.where(kind == 1, wave, 1.0 - wave)
+            load = peak * np.where(kind == 1, wave, 1.0 - wave)
             out.append(
                 Observation(
                     time_s=float(t),
@@ -39,17 +45,25 @@ def _observations(kinds: list[np.ndarray], n: int, rounds: list[int]) -> list[Ob
     return out
 
 
-def _loop(params: dict[str, float]) -> tuple[ControlLoop, np.ndarray, np.ndarray]:
+def _loop(
+    params: dict[str, float], peak: float = 0.3, aware: bool = True
+) -> tuple[ControlLoop, np.ndarray, np.ndarray]:
+    """40 units on 8 nodes; at peak 0.3 a node of in-phase units peaks above capacity after
+    the drift, while a mixed one stays flat at 0.75."""
     sc = load_scenario(SCENARIOS / "anticorrelated-diurnal.yaml")
-    placement = sc.controller.placement.model_copy(
-        update={"method": "correlation-oneway", "params": params, "max_moves": 8}
-    )
+    update = {
+        "method": "correlation-oneway",
+        "params": params,
+        "max_moves": 8,
+        "migration_aware": aware,
+    }
+    placement = sc.controller.placement.model_copy(update=update)
     sc = sc.with_controller(placement=placement, window_k=K)
     ctx = make_context(sc)
     m = ctx.units.m
     before = np.arange(m) % 2  # units alternate rising/falling
     after = (np.arange(m) // 2) % 2  # a drift: neighbours now move together
-    obs = _observations([before, after], ctx.cluster.n, [25, 40])
+    obs = _observations([before, after], ctx.cluster.n, [25, 40], peak)
     loop = ControlLoop(FakeSubstrate(obs), make_policy(sc, ctx=ctx), window_k=K)
     loop.start()
     for _ in range(len(obs)):
@@ -63,7 +77,7 @@ def _variance(loop: ControlLoop, unit_x: np.ndarray) -> float:
 
 
 def test_the_stale_trigger_reruns_the_global_step_after_a_drift() -> None:
-    loop, _, after = _loop({"stale_trigger": 1.0})
+    loop, _, after = _loop({})  # the default: on
     reasons = [r.reason for r in loop.records]
     first = next(i for i, r in enumerate(reasons) if r.startswith("global correlation"))
     stale = [i for i, r in enumerate(reasons) if r.startswith("stale placement")]
@@ -73,9 +87,84 @@ def test_the_stale_trigger_reruns_the_global_step_after_a_drift() -> None:
     assert len(stale) >= 2
     # and it fits the new correlations: node variance on the drifted loads is far lower than
     # with the trigger off (the single Borealis global step)
-    off, _, _ = _loop({})  # the default: off
+    off, _, _ = _loop({"stale_trigger": 0.0})
     assert not any(r.reason.startswith("stale placement") for r in off.records)
     t = np.arange(K)
     wave = 0.5 + 0.5 * np.sin(2 * np.pi * t / K)
-    x = 0.1 * np.where(after[:, None] == 1, wave[None, :], 1.0 - wave[None, :])
+    x = 0.3 * np.where(after[:, None] == 1, wave[None, :], 1.0 - wave[None, :])
     assert _variance(loop, x) < 0.25 * _variance(off, x)
+    # the re-run removes the overload it was chosen for
+    cap = np.ones(loop.policy.ctx.cluster.n)
+    nodes = loadstats.node_series(x, loop.plan.placement.as_array(), cap.size)
+    assert (
+        overload(nodes, cap)
+        == 0.0
+        < overload(loadstats.node_series(x, off.plan.placement.as_array(), cap.size), cap)
+    )
+
+
+def test_a_stale_placement_without_overload_is_not_worth_its_pauses() -> None:
+    """The same drift at a third of the load: no node reaches 0.9 of its capacity, so the
+    migration-aware trigger holds, naming the numbers; unaware, it re-places."""
+    loop, _, _ = _loop({}, peak=0.1)
+    held = [r for r in loop.records if "no re-placement is worth its pauses" in r.reason]
+    assert held and not any(r.applied for r in loop.records[25:]), [r.reason for r in loop.records]
+    d = held[0].details["candidates"]["global step again"]
+    assert d["gain_cpu_s"] == 0.0 < d["pause_cpu_s"]
+    unaware, _, _ = _loop({}, peak=0.1, aware=False)
+    assert any(r.reason.startswith("stale placement") and r.applied for r in unaware.records)
+
+
+def _replay(name: str, method: str, **update: object) -> ReplayResult:
+    sc = load_scenario(SCENARIOS / f"{name}.yaml")
+    p = sc.controller.placement
+    params = {**p.params, **update.pop("params", {})}  # type: ignore[dict-item]
+    sc = sc.with_controller(placement=p.model_copy(update={"params": params, **update}))
+    return replay_sim(sc, placement=method, seed=sc.seed)
+
+
+def _after(r: ReplayResult) -> float:
+    return float(r.summary["adaptation"][0]["latency_after_s"])
+
+
+def test_a_phase_flip_is_repaired_in_the_loop() -> None:
+    """diurnal-phase-flip: no node's mean changes, so only the trigger can see the flip; the
+    shipped two-way re-places once and its latency after the flip is far below LLF's and the
+    trigger-off run's."""
+    on = _replay("diurnal-phase-flip", "correlation-twoway")
+    off = _replay("diurnal-phase-flip", "correlation-twoway", params={"stale_trigger": 0.0})
+    llf = _replay("diurnal-phase-flip", "llf")
+    assert _after(on) < 0.5 * _after(off) and _after(on) < 0.5 * _after(llf)
+    stale = [d for d in on.decisions if d.applied and d.reason.startswith("stale placement")]
+    assert stale and all(d.time_s > 600 for d in stale), [d.reason for d in on.decisions]
+    assert "CPU-s of overload" in stale[0].reason
+    # correlation placement waits for a full window before its global step
+    first = next(d for d in on.decisions if d.applied)
+    assert first.reason.startswith("global correlation") and first.time_s >= 20
+    assert any(d.reason.startswith("warm-up: ") for d in on.decisions if d.time_s < 20)
+
+
+def test_a_random_start_is_repaired_by_the_overload_criterion() -> None:
+    """Without a global step there is no baseline, but a placement that overloads its nodes is
+    stale: the trigger re-places it, and the run is far faster than pair-wise rounds alone."""
+    on = _replay("chain-arrival", "correlation-oneway", initial="random")
+    off = _replay(
+        "chain-arrival", "correlation-oneway", initial="random", params={"stale_trigger": 0.0}
+    )
+    assert any(d.applied and d.reason.startswith("stale placement (overload") for d in on.decisions)
+    assert on.summary["mean_latency"] < 0.5 * off.summary["mean_latency"]
+    # after a re-placement, pair-wise rounds wait for the window to show it
+    reasons = [d.reason for d in on.decisions]
+    assert any(r.startswith("settling: ") for r in reasons)
+
+
+def test_units_without_load_keep_their_place_in_a_global_step() -> None:
+    sc = load_scenario(SCENARIOS / "chain-arrival.yaml")
+    ctx = make_context(sc)
+    x = np.random.default_rng(0).random((ctx.units.m, 20))
+    idle = np.array([u.startswith("c5_") for u in ctx.units.ids])
+    assert idle.sum() == 4
+    x[idle] = 0.0
+    start = np.arange(ctx.units.m) % ctx.cluster.n
+    plan = Correlation("twoway")._global(ctx, x, start)
+    assert (plan[idle] == start[idle]).all() and (plan[~idle] != start[~idle]).any()

@@ -8,9 +8,12 @@ import itertools
 import numpy as np
 import pytest
 
+from controller.policy import Decision
 from controller.replay import replay_sim
 from controller.scenario import load_scenario
 from controller.wiring import make_policy, make_simulator
+from core.cluster import NodeStatus
+from core.observation import Observation, PipelineBatch
 from core.plans import Placement, Plan, ScalePlan
 from tests.conftest import SCENARIOS
 
@@ -124,3 +127,50 @@ def test_the_daemon_config_sets_scaling_over_the_scenario(tmp_path) -> None:
     got = policy.ctx.settings.scaling
     assert (got.target_utilization, got.scale_in_after_s, got.max_nodes) == (0.8, 30.0, 4)
     assert policy.scaling.auto.p.scale_in_rounds == 3  # 30 s at 10 s rounds
+
+
+def _steered(plan: Plan, ready: int | None, k: int = 2) -> Observation:
+    """What a steered Spark pipeline reports: ``k`` batches of 5 s, 7,000 rows each on one
+    partition at 500 us a row, arriving at 2,800 rows/s (1.4 cores against a 0.7 target: two
+    nodes), whose running nodes had ``ready`` executors live."""
+    m, n = len(plan.placement.units), len(plan.placement.nodes)
+    batches = tuple(
+        PipelineBatch(i, 5.0, 7000, 0, None, (7000, 0), (3.5, 0.0), ready_nodes=ready)
+        for i in range(k)
+    )
+    return Observation(
+        time_s=5.0 * k,
+        unit_load=np.full((m, k), 0.7 / m),
+        node_load=np.tile(np.array([[0.7], [0.0]])[:n], k),
+        input_rates=np.full((1, k), 7000 / 2.5),
+        node_status=(NodeStatus.UP,) * n,
+        backlog_s=np.zeros(n),
+        latency_s=5.0,
+        plan_version=plan.version,
+        counters={"batches": float(k)},
+        batches=batches,
+    )
+
+
+def test_a_steered_pipeline_gets_units_on_a_joined_node_once_its_executor_runs() -> None:
+    """A daemon's rounds can be faster than the pipeline's batches: the placement onto a node
+    a scale-out joined waits until a batch ran that node with its executor live (the daemon
+    once routed to a node whose join plan no batch had pinned)."""
+    policy = make_policy(load_scenario(SCENARIOS / "spark-elastic-ramp.yaml"))
+    plan = policy.initial_plan()
+    assert plan.scale.nodes == 1
+
+    def round_(obs: Observation) -> Decision:
+        return policy.decide(obs.unit_load, obs.node_load, plan, obs)
+
+    d = round_(_steered(plan, ready=1))
+    assert d.kind == "scale" and d.plan is not None and d.plan.scale.nodes == 2
+    assert d.details["moved"] == 0
+    plan = d.plan
+    for obs in (_steered(plan, ready=1, k=0), _steered(plan, ready=1)):  # not yet started
+        d = round_(obs)
+        assert d.plan is None or d.plan.placement == plan.placement, d.reason
+        assert "waiting for the joined node(s) to start" in d.reason, d.reason
+    d = round_(_steered(plan, ready=2))
+    assert d.kind.startswith("place") and "running nodes" in d.reason, d.reason
+    assert d.plan is not None and set(d.plan.placement.assignment) == {0, 1}

@@ -85,12 +85,23 @@ def test_live_driver_stops_on_sigterm_and_the_next_one_resumes(tmp_path: Path) -
         for f in sorted((tmp_path / "metrics").glob("batch-*.json"))
     ]
     assert np.median(np.diff(starts)) >= 0.8  # it followed the live log, one batch a second
-    # end-to-end: a segment waits at most a trigger interval, then its batch (about a second)
-    durations = [
-        json.loads(f.read_text())["duration_s"]
-        for f in sorted((tmp_path / "metrics").glob("batch-*.json"))
+    # end-to-end: once the driver runs, a segment waits at most for the batch running when it
+    # arrived and a trigger interval, then its own batch. Segments that arrived before the
+    # first batch ended also waited for the driver's start-up (the writer started first), so
+    # they are left out here; the driver's p50 includes them.
+    files = sorted((tmp_path / "metrics").glob("batch-*.json"))
+    batches = [json.loads(f.read_text()) for f in files]
+    durations = [b["duration_s"] for b in batches]
+    ready = batches[0]["info"]["started_at"] + durations[0]
+    steady = [
+        lat
+        for b in batches
+        for lat in b["info"]["arrival_to_commit_s"]
+        if b["info"]["started_at"] + b["duration_s"] - lat >= ready
     ]
-    assert min(durations) <= first["arrival_to_commit_p50_s"] <= 1.0 + 2 * max(durations)
+    assert steady and min(durations) <= np.median(steady) <= 1.0 + 2 * max(durations)
+    assert max(steady) <= 1.0 + 2 * max(durations) + 1.0, (steady, durations)
+    assert first["arrival_to_commit_p50_s"] >= min(durations)
     assert first["arrival_to_commit_p99_s"] >= first["arrival_to_commit_p50_s"]
     assert len(first["backlog_segments"]) == len(first["committed"])
 

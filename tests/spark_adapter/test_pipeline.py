@@ -549,6 +549,26 @@ def test_a_quota_on_a_released_partition_is_refused() -> None:
         spec_of(p, q)
 
 
+def test_a_joined_node_gets_its_executor_before_any_partition() -> None:
+    """A scale-out's first plan joins a node while every key group stays on partition 0: the
+    batch folds into the one partition it routes to, and its executors follow the two nodes;
+    once placement spreads, two partitions. Round-robin always spreads over the nodes."""
+    from core.plans import RoutingConfig, ScalePlan
+
+    sc = load_scenario(SCENARIOS / "seed-groupby-window.yaml")
+    q = compile_query(sc)
+    g = q.key_groups
+    joined = plan(q, [0] * g).next(scale=ScalePlan(nodes=2))
+    spec = spec_of(joined, q)
+    assert (spec.partitions, spec.nodes, spec.slots) == (1, 2, 2)
+    spread = joined.next(placement=plan(q, [i % 2 for i in range(g)]).placement)
+    assert (spec_of(spread, q).partitions, spec_of(spread, q).nodes) == (2, 2)
+    hot = joined.next(routing=RoutingConfig(num_partitions=2, hot={5: ((0, 0.5), (1, 0.5))}))
+    assert spec_of(hot, q).partitions == 2  # a quota names partition 1
+    rr = joined.next(routing=RoutingConfig(num_partitions=2, partitioner="shuffle"))
+    assert spec_of(rr, q).partitions == 2
+
+
 def test_a_filter_changed_between_batches_matches_the_pinned_reference(
     spark, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
@@ -678,6 +698,8 @@ def test_a_pipeline_run_driver_bounds_its_files_and_follows_scaling(spark, tmp_p
     sc = load_scenario(SCENARIOS / "spark-elastic-ramp.yaml")
     pipe = _driver_pipeline(spark, sc, tmp_path, DriverOptions(follow_executors=True))
     assert pipe.opts.retire_plans and pipe.opts.stats_keep == 1000
-    assert pipe.opts.follow_executors and pipe.pool is not None
+    assert pipe.opts.follow_executors and pipe.pool is not None and pipe.pool.warm
     plain = _driver_pipeline(spark, sc, tmp_path / "b", DriverOptions())
     assert plain.pool is None
+    cold = DriverOptions(follow_executors=True, warm_executors=False)
+    assert not _driver_pipeline(spark, sc, tmp_path / "c", cold).pool.warm
