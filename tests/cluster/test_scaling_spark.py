@@ -55,7 +55,9 @@ def test_spark_elastic_ramp_scales_out_and_in_without_halting(tmp_path: Path) ->
 def test_the_daemon_scales_a_live_pipeline_in_external_mode(tmp_path: Path) -> None:
     """The production setup with scaling: a paced writer, a live driver on local-cluster whose
     executors follow the plans, and the controller daemon in external mode deciding the node
-    count from the batch files. The daemon's rounds (6 s) are faster than the batches."""
+    count from the batch files. The daemon's rounds (4 s) are faster than the batches; the input
+    (40 segments, 120 s) outlasts the scale-out by several batches, so the routing that follows
+    the join has batches to land on even on a slow machine."""
     import sqlite3
 
     import pandas as pd
@@ -71,7 +73,7 @@ def test_the_daemon_scales_a_live_pipeline_in_external_mode(tmp_path: Path) -> N
     cfg.write_text(
         json.dumps(
             {
-                "control": {"interval_s": 6.0, "window_samples": 3},
+                "control": {"interval_s": 4.0, "window_samples": 3},
                 "placement": {"method": "least-loaded"},
                 "scaling": {"enabled": True, "min_nodes": 1, "max_nodes": 2},
                 "substrate": {"kind": "spark-external", "scenario": str(sc_path)}
@@ -92,7 +94,7 @@ def test_the_daemon_scales_a_live_pipeline_in_external_mode(tmp_path: Path) -> N
         while not (work / "plans" / "current").exists():  # the daemon publishes plan 0
             assert time.monotonic() < deadline and procs[0].poll() is None
             time.sleep(0.2)
-        gen = [EXE, "input", "generate", *common, "--segments", "28", "--scale", "0.1"]
+        gen = [EXE, "input", "generate", *common, "--segments", "40", "--scale", "0.1"]
         procs.append(subprocess.Popen([*gen, "--pace-s", "3", "--close"], env=env, **kw))
         drv = [EXE, "pipeline", "run", *common, "--master", "local-cluster[2,1,1024]"]
         procs.append(subprocess.Popen([*drv, "--trigger-s", "3"], env=env, **kw))
@@ -120,7 +122,7 @@ def test_the_daemon_scales_a_live_pipeline_in_external_mode(tmp_path: Path) -> N
     assert not any("off failed nodes" in r for r in reasons), reasons  # joining is not failing
     # exactly once: the sink equals the reference over the whole (regenerated) input
     ref = InputLog(tmp_path / "ref")
-    ref.generate(load_scenario(sc_path), 28, scale=0.1)
+    ref.generate(load_scenario(sc_path), 40, scale=0.1)
     exp = reference_output(ref.read(), compile_query(load_scenario(sc_path)))
     got = pd.concat(
         [pd.read_parquet(f) for f in sorted((work / "output").glob("batch=*/*.parquet"))],
