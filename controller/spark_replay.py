@@ -29,6 +29,7 @@ from controller.routing import RoutingPolicy
 from controller.scenario import ScenarioFile
 from controller.wiring import make_policy, spark_context, with_shedding
 from simulator import SimResult
+from spark_adapter.executor_pool import LOCAL_EXECUTORS
 from spark_adapter.verification import output_mismatch
 
 __all__ = ["SparkRun", "replay_spark"]
@@ -313,16 +314,24 @@ def _summary(
 
 def _scaling_figures(real: list[Any], plans: list[Any]) -> dict[str, Any]:
     """Per batch, the partitions it ran and the executors alive; the scale changes the
-    controller published; executor-seconds (batch durations times live executors)."""
+    controller published; executor-seconds (batch durations times live executors). In
+    ``local[N]`` the driver runs the tasks and has no executors to count: no executor figures
+    (None), not the pool's "unbounded" stand-in."""
     execs = [int(s.info.get("live_executors", 0)) for s in real]
+    if any(e >= LOCAL_EXECUTORS for e in execs):
+        execs = []
     counts = [p.scale.nodes for p in plans]
     return {
         "running_partitions_per_batch": [int(s.info.get("running_partitions", 0)) for s in real],
         "nodes_per_batch": [int(s.info.get("nodes", 0)) for s in real],
-        "executors_per_batch": execs,
+        "executors_per_batch": execs or None,
         "batch_duration_s_per_batch": [round(s.duration_s, 3) for s in real],
         "scale_actions": sum(a != b for a, b in itertools.pairwise(counts)),
-        "executor_seconds": float(sum(s.duration_s * e for s, e in zip(real, execs, strict=True))),
+        "executor_seconds": (
+            float(sum(s.duration_s * e for s, e in zip(real, execs, strict=True)))
+            if execs
+            else None
+        ),
     }
 
 

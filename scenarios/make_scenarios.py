@@ -27,6 +27,27 @@ def nodes(n: int, cap: float = 1.0) -> dict[str, Any]:
     return {"nodes": [{"id": f"n{i}", "capacity": cap, "latency_ms": 1.0} for i in range(n)]}
 
 
+def spark_count_k(rate: dict[str, Any]) -> dict[str, Any]:
+    """Streams and operators of the Spark load-shape scenarios: one zipf stream at ``rate``
+    into a keyed windowed count (2 ms a row, 8 key groups, 12 s windows sliding by 3 s)."""
+    keys = {"space": 1000, "distribution": "zipf", "s": 0.8}
+    window = {"size_s": 12, "slide_s": 3}
+    return {
+        "streams": [{"id": "s", "rate": rate, "keys": keys}],
+        "operators": [
+            {
+                "id": "count_k",
+                "kind": "aggregate",
+                "inputs": ["s"],
+                "cost_us": 2000.0,
+                "key_groups": 8,
+                "window": window,
+                "params": {"key": "k", "agg": "count"},
+            }
+        ],
+    }
+
+
 def write(name: str, sc: dict[str, Any]) -> None:
     sc = {"schema_version": 1, "name": name, **sc}
     (HERE / f"{name}.yaml").write_text(yaml.safe_dump(sc, sort_keys=False, width=100))
@@ -417,6 +438,7 @@ def main() -> None:
     drift_scenarios()
     elastic_scenarios()
     dpc_scenarios()
+    overload_spark()
 
 
 def _piecewise(*pieces: tuple[float, dict[str, Any]]) -> dict[str, Any]:
@@ -635,28 +657,7 @@ def elastic_scenarios() -> None:
             "tick_s": 3.0,
             "cluster": nodes(2),
             "simulator": {"rate_scale": 0.1},  # the simulator at the Spark replay's scale
-            "streams": [
-                {
-                    "id": "s",
-                    "rate": {
-                        "kind": "step",
-                        "rate": low,
-                        "steps": [[18.0, high], [48.0, low]],
-                    },
-                    "keys": {"space": 1000, "distribution": "zipf", "s": 0.8},
-                }
-            ],
-            "operators": [
-                {
-                    "id": "count_k",
-                    "kind": "aggregate",
-                    "inputs": ["s"],
-                    "cost_us": 2000.0,
-                    "key_groups": 8,
-                    "window": {"size_s": 12, "slide_s": 3},
-                    "params": {"key": "k", "agg": "count"},
-                }
-            ],
+            **spark_count_k({"kind": "step", "rate": low, "steps": [[18.0, high], [48.0, low]]}),
             "controller": {
                 "interval_s": 6,
                 "window_k": 4,
@@ -667,6 +668,49 @@ def elastic_scenarios() -> None:
                     "max_nodes": 2,
                     "scale_in_after_s": 12,
                 },
+            },
+        },
+    )
+
+
+def overload_spark() -> None:
+    """The overload ramp for Spark: shedding, not scaling, is the answer (2 partitions fixed)."""
+    low, high = 3000.0, 20000.0  # at --scale 0.1: 0.6 and 4 executor-cores of work
+    write(
+        "spark-overload-ramp",
+        {
+            "description": "A keyed windowed count on 2 partitions whose input ramps from 0.6 "
+            "to 4 executor-cores of work (twice what the 2 partitions hold, at replay scale "
+            "0.1), holds, and falls back: the LP sheds through the peak and lifts its drops "
+            "after it; correlation placement moves key groups meanwhile.",
+            "seed": 10,
+            "duration_s": 84,
+            "tick_s": 3.0,
+            "cluster": nodes(2),
+            "simulator": {"rate_scale": 0.1},
+            **spark_count_k(
+                {
+                    "kind": "piecewise",
+                    "pieces": [
+                        {
+                            "from_s": 0.0,
+                            "rate": {
+                                "kind": "ramp",
+                                "start": low,
+                                "end": high,
+                                "from_s": 12.0,
+                                "to_s": 36.0,
+                            },
+                        },
+                        {"from_s": 54.0, "rate": {"kind": "constant", "rate": low}},
+                    ],
+                }
+            ),
+            "controller": {
+                "interval_s": 6,
+                "window_k": 4,
+                "placement": {"method": "correlation-twoway"},
+                "shedding": {"method": "lp", "headroom": 0.9},
             },
         },
     )

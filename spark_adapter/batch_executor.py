@@ -44,6 +44,7 @@ __all__ = [
     "output_frame",
     "rows_span",
     "shed_and_route",
+    "stream_keep",
     "write_output",
 ]
 
@@ -211,8 +212,26 @@ def batch_stats(
         rows_out=rows_out,
         event_range=span[0],
         max_ts=span[1],
-        info={"partials_merged": merged},
+        info={"partials_merged": merged, "stream_keep": stream_keep(spec)},
     )
+
+
+def stream_keep(spec: BatchSpec) -> dict[str, float]:
+    """The fraction of each stream's rows the batch's drops kept in expectation (streams it
+    shed only): its tuple keep, or with window drops the window's (the smallest). The
+    controller divides the rows it counts by it: the offered rate, not the kept one.
+
+    >>> from types import SimpleNamespace as S
+    >>> stream_keep(S(keep=(("a", 0.5), ("b", 1.0)), window_keep=None))
+    {'a': 0.5}
+    >>> stream_keep(S(keep=(("a", 0.5), ("b", 1.0)), window_keep="..."))
+    {'a': 0.5, 'b': 0.5}
+    """
+    keep = dict(spec.keep)
+    if spec.window_keep is not None and keep:
+        low = min(keep.values())
+        keep = dict.fromkeys(keep, low)
+    return {s: float(k) for s, k in keep.items() if k < 1.0}
 
 
 def rows_span(s: pd.DataFrame) -> tuple[int, int]:

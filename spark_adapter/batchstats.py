@@ -19,6 +19,7 @@ import pandas as pd
 
 from core.cluster import NodeStatus
 from core.observation import Observation, PipelineBatch
+from spark_adapter.source import SEGMENT_ID_BITS
 
 __all__ = [
     "BatchStats",
@@ -28,6 +29,7 @@ __all__ = [
     "read_batch_stats",
     "ready_nodes",
     "retire_batch_stats",
+    "segments_read",
     "write_batch_stats",
 ]
 
@@ -199,6 +201,18 @@ def _no_batch(n: int, d: int, plan_version: int) -> Observation:
     )
 
 
+def segments_read(st: BatchStats) -> int:
+    """Input segments (ticks of input) a batch read: one in a replay, more when a live batch
+    catches up a backlog (event ids of segment t start at t x 2^32).
+
+    >>> from types import SimpleNamespace as B
+    >>> segments_read(B(event_range=(3 << 32, (5 << 32) + 7))), segments_read(B(event_range=(-1, -1)))
+    (3, 1)
+    """
+    lo, hi = st.event_range
+    return 1 if lo < 0 else (hi >> SEGMENT_ID_BITS) - (lo >> SEGMENT_ID_BITS) + 1
+
+
 def observation_from_batches(
     batches: list[BatchStats], n: int, streams: list[str], tick_s: float, plan_version: int
 ) -> Observation:
@@ -216,8 +230,10 @@ def observation_from_batches(
         # a key group's rows may sit in several partitions (split hot keys): average cost per row
         mean_cost = float((per_row * b.rows).sum() / max(b.rows.sum(), 1))
         unit[:, j] = b.kg_rows * mean_cost / dur
+        kept = b.info.get("stream_keep", {})  # rows counted after drops: offered = kept / keep
+        span = segments_read(b) * tick_s  # a live batch behind its input reads several ticks
         for i, s in enumerate(streams):
-            rates[i, j] = b.stream_rows.get(s, 0) / tick_s
+            rates[i, j] = b.stream_rows.get(s, 0) / max(kept.get(s, 1.0), 1e-6) / span
     last = batches[-1]
     kc = last.key_rows.groupby("key")["rows"].sum() if len(last.key_rows) else None
     key_counts = (

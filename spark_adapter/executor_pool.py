@@ -26,7 +26,7 @@ from typing import Any
 
 from spark_adapter.metrics import RestPoller
 
-__all__ = ["ExecutorPool", "live_executor_count", "releasable"]
+__all__ = ["LOCAL_EXECUTORS", "ExecutorPool", "live_executor_count", "releasable"]
 
 
 def releasable(executors: list[dict[str, Any]], surplus: int) -> list[str]:
@@ -163,6 +163,10 @@ def _warm_partition(it: Iterator[Any]) -> Iterator[Any]:
     yield from it
 
 
+LOCAL_EXECUTORS = 1 << 30
+"""What ``live_executor_count`` reports in ``local[N]``: executors that cannot be lost."""
+
+
 def live_executor_count(spark: Any) -> Callable[[], int]:
     """Executors registered with the driver now (block managers other than the driver's).
 
@@ -172,7 +176,7 @@ def live_executor_count(spark: Any) -> Callable[[], int]:
 
     def count() -> int:
         if sc.master.startswith("local") and not sc.master.startswith("local-cluster"):
-            return 1 << 30
+            return LOCAL_EXECUTORS
         return max(0, int(sc._jsc.sc().getExecutorMemoryStatus().size()) - 1)
 
     return count

@@ -4,6 +4,7 @@ library functions; the logic lives in the packages.
 * ``replays``: replay, compare, demo;
 * ``offline``: place, shed, partition, calibrate;
 * ``spark``: pipeline run, input generate, publish-operator, inject, cluster;
+* ``verify``: pipeline verify;
 * ``daemon``: run, status, decisions, validate, report.
 
 Exit codes: 0 success, 1 runtime failure, 2 usage or validation error, 3 environment not ready.
@@ -11,12 +12,12 @@ Exit codes: 0 success, 1 runtime failure, 2 usage or validation error, 3 environ
 
 from __future__ import annotations
 
-from controller.cli import daemon, offline, replays, spark
+from controller.cli import daemon, offline, replays, spark, verify
 from controller.cli.common import SPARK_KEYS, SUMMARY_KEYS, app
 
 __all__ = ["SPARK_KEYS", "SUMMARY_KEYS", "app", "main"]
 
-COMMAND_GROUPS = (replays, offline, spark, daemon)  # each registers its commands on ``app``
+COMMAND_GROUPS = (replays, offline, spark, verify, daemon)  # each registers its commands on ``app``
 HELP_ORDER = (
     "replay",
     "compare",

@@ -6,18 +6,17 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from controller.live_rig import daemon_config, run_live, trimtab_exe
 from tests.conftest import ROOT, SCENARIOS
 
 pytestmark = pytest.mark.cluster
-EXE = str(Path(sys.executable).parent / "trimtab")
+EXE = trimtab_exe()
 
 
 def test_spark_elastic_ramp_scales_out_and_in_without_halting(tmp_path: Path) -> None:
@@ -69,44 +68,15 @@ def test_the_daemon_scales_a_live_pipeline_in_external_mode(tmp_path: Path) -> N
     from spark_adapter.source import InputLog
 
     sc_path, work = SCENARIOS / "spark-elastic-ramp.yaml", tmp_path / "pipe"
-    cfg = tmp_path / "controller.yaml"
-    cfg.write_text(
-        json.dumps(
-            {
-                "control": {"interval_s": 4.0, "window_samples": 3},
-                "placement": {"method": "least-loaded"},
-                "scaling": {"enabled": True, "min_nodes": 1, "max_nodes": 2},
-                "substrate": {"kind": "spark-external", "scenario": str(sc_path)}
-                | {"workdir": str(work), "partitions": 2},
-                "metrics": {"port": 0},
-                "decision_log": str(tmp_path / "decisions.sqlite"),
-                "state_dir": str(tmp_path / "state"),
-            }
-        )
-    )  # JSON is YAML
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    kw = {"cwd": ROOT, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
-    common = [str(sc_path), "--workdir", str(work)]
-    procs: list[subprocess.Popen] = []
-    try:
-        procs.append(subprocess.Popen([EXE, "run", "--config", str(cfg)], env=env, **kw))
-        deadline = time.monotonic() + 60
-        while not (work / "plans" / "current").exists():  # the daemon publishes plan 0
-            assert time.monotonic() < deadline and procs[0].poll() is None
-            time.sleep(0.2)
-        gen = [EXE, "input", "generate", *common, "--segments", "40", "--scale", "0.1"]
-        procs.append(subprocess.Popen([*gen, "--pace-s", "3", "--close"], env=env, **kw))
-        drv = [EXE, "pipeline", "run", *common, "--master", "local-cluster[2,1,1024]"]
-        procs.append(subprocess.Popen([*drv, "--trigger-s", "3"], env=env, **kw))
-        for p in procs[1:]:
-            _, err = p.communicate(timeout=400)
-            assert p.returncode == 0, err[-3000:]  # no batch failed
-        os.kill(procs[0].pid, signal.SIGTERM)
-        assert procs[0].wait(timeout=60) == 0
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                os.kill(p.pid, signal.SIGKILL)
+    cfg = daemon_config(
+        tmp_path,
+        sc_path,
+        work,
+        control={"interval_s": 4.0, "window_samples": 3},
+        placement={"method": "least-loaded"},
+        scaling={"enabled": True, "min_nodes": 1, "max_nodes": 2},
+    )
+    run_live(cfg, sc_path, work, "local-cluster[2,1,1024]", 40)
     batches = [json.loads(f.read_text()) for f in (work / "metrics").glob("batch-*.json")]
     info = [b["info"] for b in sorted(batches, key=lambda b: b["batch_id"])]
     nodes = [i["nodes"] for i in info]

@@ -175,6 +175,22 @@ def test_metrics_name_the_hot_partition(spark, tmp_path: Path) -> None:  # type:
     pipe.cleanup()
 
 
+def test_the_observed_input_rate_is_the_offered_rate_under_drops(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The controller sees what arrived, not what its own drops kept: a shed batch's rows are
+    divided by their keep. Counting the kept rows made the LP under-shed and oscillate."""
+    sc, q, pipe = make(spark, tmp_path, name="spark-overload-ramp", segments=1, scale=0.1)
+    (stream,) = q.sides
+    table = [i % 2 for i in range(q.key_groups)]
+    pipe.plans.publish(plan(q, table, keep={stream: 0.4}))
+    st = pipe.process(segment(spark, pipe, 0), 0)
+    offered = len(pipe.input.read())
+    assert st.info["stream_keep"] == {stream: 0.4}
+    assert 0.3 * offered < st.stream_rows[stream] < 0.5 * offered  # the drops kept ~40%
+    obs = observation_from_batches([st], 2, [stream], sc.tick_s, 0)
+    assert obs.input_rates[0, 0] == pytest.approx(offered / sc.tick_s, rel=0.1)
+    pipe.cleanup()
+
+
 def test_spark_listens_on_loopback_only(spark) -> None:  # type: ignore[no-untyped-def]
     import os
 

@@ -1,0 +1,96 @@
+"""The production setup on one machine, for the suite, the benches and users' own checks: the
+controller daemon in external mode, a live pipeline driver and a paced input writer, each its
+own ``trimtab`` process (ended by pid, never by name).
+
+* ``daemon_config``: a daemon config steering a working directory;
+* ``run_live``: daemon first (it publishes plan 0), then the driver on a processing-time
+  trigger, then, once the driver's session is up, the writer (a segment every trigger, then
+  the log is closed), so the driver's start-up does not become a backlog. Returns what
+  ``trimtab pipeline run`` printed (end-to-end latency, backlog, fenced executors).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["daemon_config", "run_live", "trimtab_exe"]
+
+
+def trimtab_exe() -> str:
+    """The ``trimtab`` console script of this interpreter's environment."""
+    return str(Path(sys.executable).parent / "trimtab")
+
+
+def daemon_config(tmp: Path, scenario: Path, work: Path, **sections: Any) -> Path:
+    """Write ``tmp/controller.yaml``: a daemon steering ``work`` (2 partitions) with
+    ``sections`` (control, placement, shedding, scaling); metrics on a free port, the
+    decision log and state under ``tmp``."""
+    cfg = tmp / "controller.yaml"
+    substrate = {"kind": "spark-external", "scenario": str(scenario), "workdir": str(work)}
+    body = {
+        **sections,
+        "substrate": substrate | {"partitions": 2},
+        "metrics": {"port": 0},
+        "decision_log": str(tmp / "decisions.sqlite"),
+        "state_dir": str(tmp / "state"),
+    }
+    cfg.write_text(json.dumps(body))  # JSON is YAML
+    return cfg
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[str], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited ({proc.returncode}) before writing {path.name}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: no {path.name} after {timeout_s:.0f} s")
+        time.sleep(0.2)
+
+
+def run_live(
+    cfg: Path,
+    scenario: Path,
+    work: Path,
+    master: str,
+    segments: int,
+    scale: float = 0.1,
+    trigger_s: float = 3.0,
+    timeout_s: float = 400.0,
+) -> dict[str, Any]:
+    """Run the three processes to the end of the input; every batch must succeed (else a
+    ``RuntimeError`` with the failing process's stderr). The driver's printed result."""
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    kw: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    exe, common = trimtab_exe(), [str(scenario), "--workdir", str(work)]
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        procs.append(subprocess.Popen([exe, "run", "--config", str(cfg)], env=env, **kw))
+        _wait_for(work / "plans" / "current", procs[0], 60, "the daemon")
+        drv = [exe, "pipeline", "run", *common, "--master", master, "--trigger-s", str(trigger_s)]
+        procs.append(subprocess.Popen(drv, env=env, **kw))
+        _wait_for(work / "app.json", procs[1], 120, "the driver")  # its session is up
+        gen = [exe, "input", "generate", *common, "--segments", str(segments)]
+        gen += ["--scale", str(scale), "--pace-s", str(trigger_s), "--close"]
+        procs.append(subprocess.Popen(gen, env=env, **kw))
+        outs = []
+        for p in (procs[2], procs[1]):
+            out, err = p.communicate(timeout=timeout_s)
+            if p.returncode != 0:
+                raise RuntimeError(f"{p.args[1]} failed ({p.returncode}): {err[-3000:]}")
+            outs.append(out)
+        os.kill(procs[0].pid, signal.SIGTERM)
+        if procs[0].wait(timeout=60) != 0:
+            raise RuntimeError(f"the daemon exited {procs[0].returncode} on SIGTERM")
+        return json.loads(outs[1])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGKILL)
