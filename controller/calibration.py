@@ -116,8 +116,16 @@ def fit_batches(batches: list[BatchStats]) -> dict[str, float]:
 
 
 def _ticks(batches: list[BatchStats]) -> np.ndarray:
-    """The input tick each batch read (event ids start at tick x 2^32)."""
-    return np.array([b.event_range[0] >> 32 for b in batches], dtype=np.int64)
+    """The input ticks the batches read (event ids start at tick x 2^32): one per batch in a
+    replay, several for a live batch that caught up a backlog."""
+    spans = [np.arange(b.event_range[0] >> 32, (b.event_range[1] >> 32) + 1) for b in batches]
+    return np.concatenate(spans).astype(np.int64) if spans else np.zeros(0, dtype=np.int64)
+
+
+def _offered(b: BatchStats, stream: str) -> float:
+    """Rows of ``stream`` that arrived in batch ``b``: those it counted over the keep its
+    pinned plan gave the stream (a shed run's drops are not a lower rate)."""
+    return b.stream_rows.get(stream, 0) / max(b.info.get("stream_keep", {}).get(stream, 1.0), 1e-6)
 
 
 def recorded_scenario(workdir: Path) -> ScenarioFile:
@@ -142,7 +150,7 @@ def calibrate(
     from spark_adapter.query import compile_query
 
     q = compile_query(scenario)
-    seen = {s: sum(b.stream_rows.get(s, 0) for b in batches) for s in q.sides}
+    seen = {s: sum(_offered(b, s) for b in batches) for s in q.sides}
     total = max(sum(seen.values()), 1)
     modelled = sum(q.cost_us[s] * n for s, n in seen.items()) / total  # us per row, by rows
     ticks = _ticks(batches)

@@ -681,10 +681,12 @@ def overload_spark() -> None:
         {
             "description": "A keyed windowed count on 2 partitions whose input ramps from 0.6 "
             "to 4 executor-cores of work (twice what the 2 partitions hold, at replay scale "
-            "0.1), holds, and falls back: the LP sheds through the peak and lifts its drops "
-            "after it; correlation placement moves key groups meanwhile.",
+            "0.1) from 30 s to 54 s, holds until 72 s, and falls back: the LP sheds through "
+            "the peak and lifts its drops after it; correlation placement moves key groups "
+            "meanwhile. The first 30 s let a live pipeline warm up and the controller fill "
+            "its window before the ramp.",
             "seed": 10,
-            "duration_s": 84,
+            "duration_s": 102,
             "tick_s": 3.0,
             "cluster": nodes(2),
             "simulator": {"rate_scale": 0.1},
@@ -698,11 +700,11 @@ def overload_spark() -> None:
                                 "kind": "ramp",
                                 "start": low,
                                 "end": high,
-                                "from_s": 12.0,
-                                "to_s": 36.0,
+                                "from_s": 30.0,
+                                "to_s": 54.0,
                             },
                         },
-                        {"from_s": 54.0, "rate": {"kind": "constant", "rate": low}},
+                        {"from_s": 72.0, "rate": {"kind": "constant", "rate": low}},
                     ],
                 }
             ),

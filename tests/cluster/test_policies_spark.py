@@ -18,7 +18,7 @@ from tests.conftest import SCENARIOS
 
 pytestmark = pytest.mark.cluster
 EXE = trimtab_exe()
-SEGMENTS = 28
+SEGMENTS = 34
 
 
 def test_the_daemon_places_and_sheds_a_live_overloaded_pipeline(tmp_path: Path) -> None:

@@ -85,6 +85,23 @@ def test_calibrate_writes_costs_scale_and_batch_model(tmp_path: Path) -> None:
     assert p["predicted_batch_duration_p50"] == pytest.approx(OVER + T0 + 1.25)
 
 
+def test_a_live_runs_batches_of_several_segments_and_drops_keep_the_rate(tmp_path: Path) -> None:
+    """A live batch that caught up 3 segments read 3 ticks of input, and a shed batch's rows
+    are what its keep let through: the rate the run saw is still the one the writer wrote."""
+    from dataclasses import replace
+
+    live = []
+    for i, b in enumerate(_batches(12)):
+        lo = (3 * i) << 32  # ticks 3i .. 3i + 2, three times the rows
+        st = replace(b, stream_rows={"s": 3 * b.stream_rows["s"]}, event_range=(lo, lo + (2 << 32)))
+        if i % 2:  # half the batches shed: 40% kept
+            st = replace(st, stream_rows={"s": int(0.4 * st.stream_rows["s"])})
+            st.info["stream_keep"] = {"s": 0.4}
+        live.append(st)
+    ov = calibrate(_workdir(tmp_path, live), skip=1)
+    assert ov.simulator.rate_scale == pytest.approx(2.0, rel=1e-3)
+
+
 def test_calibrated_replay_and_validate(tmp_path: Path) -> None:
     work = _workdir(tmp_path / "w", _batches())
     out = tmp_path / "cal.yaml"

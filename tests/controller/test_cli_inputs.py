@@ -106,3 +106,31 @@ def test_spark_replay_progress_bar_counts_batches(monkeypatch) -> None:  # type:
     assert seen == [1, 2, 3, 4]
     out = buf.getvalue()
     assert "4/4" in out and "batches/s" in out
+
+
+def test_pipeline_verify_bad_input_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    """A workdir where no batch ran, a missing workdir or --input: exit 2, one line, the
+    directory as it was (verify reads only; its SQLite is opened read-only)."""
+    sc = str(SCENARIOS / "spark-overload-ramp.yaml")
+    empty = tmp_path / "w"
+    (empty / "metrics").mkdir(parents=True)
+    cases = [
+        (["--workdir", str(empty)], "no plan log"),
+        (["--workdir", str(tmp_path / "nope")], "--workdir"),
+        (["--workdir", str(empty), "--input", str(tmp_path / "none")], "--input"),
+    ]
+    for args, needle in cases:
+        r = _run("pipeline", "verify", sc, *args)
+        assert r.returncode == 2 and needle in r.stderr, r.stderr
+        assert r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr
+    db = empty / "planlog.sqlite"  # a plan log with no commit yet
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE pins (batch_id INTEGER, plan_version INTEGER, wm_prev, wm)")
+    con.execute("CREATE TABLE commits (batch_id INTEGER, rows_out INTEGER, info TEXT)")
+    con.commit()
+    con.close()
+    before = _digest(db)
+    r = _run("pipeline", "verify", sc, "--workdir", str(empty))
+    assert r.returncode == 2 and "no committed batch" in r.stderr, r.stderr
+    assert _digest(db) == before
+    assert sorted(p.name for p in empty.iterdir()) == ["metrics", "planlog.sqlite"]
