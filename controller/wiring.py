@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from controller.config import Settings
 from controller.loop import Substrate
 from controller.placements import PLACEMENTS, placement_method
@@ -17,7 +19,7 @@ from controller.routing import RoutingPolicy
 from controller.scenario import ScenarioFile, load_scenario
 from core.cluster import Cluster, Node
 from core.topology import OperatorSpec, QueryNetwork
-from core.workload import rates
+from core.workload import mean_key_group_shares, rates
 from simulator import Simulator
 from simulator.looping import LoopingSimulator
 
@@ -59,6 +61,8 @@ def spark_context(
 ) -> Context:
     """The controller's view of a Spark pipeline: key groups of the keyed stage on partitions.
 
+    A key group's load per stream is its share of that stream's declared keys (averaged over
+    the scenario), so key groups hot in different streams are told apart (what ROD places by).
     Uncalibrated, a row costs the scenario's modelled CPU and a partition is one core. With a
     calibration (``trimtab calibrate``), a row costs the measured seconds, and a partition's
     capacity is what a batch leaves for work: ``(tick_s - batch_overhead_s -
@@ -73,13 +77,18 @@ def spark_context(
     op = OperatorSpec(query.op_id, "aggregate", tuple(streams), cost_us, 1.0, query.key_groups)
     net = QueryNetwork(tuple(streams), (op,))
     idx = [s.id for s in scenario.streams]
+    keys = [scenario.streams[idx.index(s)].keys for s in streams]
+    # a key group's load per stream follows that stream's declared key distribution
+    shares = np.stack(
+        [mean_key_group_shares(k, query.key_groups, scenario.duration_s) for k in keys], axis=1
+    )
     expected = (
         rates(scenario).mean(axis=0)[[idx.index(s) for s in streams]] / scenario.tick_s * scale
     )
     cluster = Cluster(tuple(Node(f"p{i}", cap, 1.0) for i in range(partitions)))
     return Context(
         net,
-        net.units(),
+        net.units([shares]),
         cluster,
         expected,
         scenario.controller,

@@ -201,8 +201,9 @@ class QueryNetwork:
 
         Parameters
         ----------
-        shares : optional per-operator key-group share vectors (each sums to 1); uniform
-            shares are used when omitted.
+        shares : optional per-operator key-group shares, each ``(g,)`` (one share per key
+            group, summing to 1) or ``(g, d)`` (a column per input stream, each summing to 1,
+            when the streams' keys spread differently); uniform shares when omitted.
         """
         coeff = self.load_coefficients()
         ids: list[str] = []

@@ -33,6 +33,7 @@ __all__ = [
     "key_epochs",
     "key_group_shares",
     "key_probabilities",
+    "mean_key_group_shares",
     "rate_series",
     "rates",
     "sample_keys",
@@ -179,6 +180,27 @@ def key_group_shares(probs: Array, groups: int, seed: int = 0) -> Array:
     """Share of traffic of each of ``groups`` key groups (key -> group by a stable hash)."""
     kg = stable_mod(np.arange(probs.size), groups, seed)
     return np.bincount(kg, weights=probs, minlength=groups)
+
+
+def mean_key_group_shares(spec: KeySpec, groups: int, until_s: float) -> Array:
+    """Each key group's share of a stream's traffic averaged over ``[0, until_s]``, every
+    epoch (hot-key shift, wave step) weighted by its time (what a deployment knows from the
+    declared key distribution, before any measurement).
+
+    >>> from core.scenario import HotKeyShift, KeySpec
+    >>> k = KeySpec(space=4, distribution="zipf", s=1.0)
+    >>> mean_key_group_shares(k, 2, 10.0).round(3).tolist()
+    [0.6, 0.4]
+    >>> shifted = k.model_copy(update={"shifts": [HotKeyShift(at_s=5, rotate=1)]})
+    >>> mean_key_group_shares(shifted, 2, 10.0).round(3).tolist()  # half the time each way
+    [0.44, 0.56]
+    """
+    ep = key_epochs(spec, until_s)
+    starts = ep.starts_s[ep.starts_s < until_s] if until_s > 0 else ep.starts_s[:1]
+    ends = np.append(starts[1:], max(until_s, float(starts[-1]) + 1.0))
+    weights = (ends - starts) / (ends - starts).sum()
+    shares = np.stack([key_group_shares(ep.probs_at(float(t)), groups) for t in starts])
+    return np.asarray(weights @ shares, dtype=float)
 
 
 def sample_keys(probs: Array, size: int, rng: np.random.Generator) -> NDArray[np.int64]:
