@@ -27,10 +27,15 @@ def nodes(n: int, cap: float = 1.0) -> dict[str, Any]:
     return {"nodes": [{"id": f"n{i}", "capacity": cap, "latency_ms": 1.0} for i in range(n)]}
 
 
-def spark_count_k(rate: dict[str, Any]) -> dict[str, Any]:
+def spark_count_k(
+    rate: dict[str, Any], shifts: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """Streams and operators of the Spark load-shape scenarios: one zipf stream at ``rate``
-    into a keyed windowed count (2 ms a row, 8 key groups, 12 s windows sliding by 3 s)."""
-    keys = {"space": 1000, "distribution": "zipf", "s": 0.8}
+    (its hot keys rotating at ``shifts``) into a keyed windowed count (2 ms a row, 8 key
+    groups, 12 s windows sliding by 3 s)."""
+    keys: dict[str, Any] = {"space": 1000, "distribution": "zipf", "s": 0.8}
+    if shifts:
+        keys["shifts"] = shifts
     window = {"size_s": 12, "slide_s": 3}
     return {
         "streams": [{"id": "s", "rate": rate, "keys": keys}],
@@ -683,8 +688,10 @@ def overload_spark() -> None:
             "description": "A keyed windowed count on 2 partitions whose input ramps from 0.6 "
             "to 4 executor-cores of work (twice what the 2 partitions hold, at replay scale "
             "0.1) from 30 s to 54 s, holds until 72 s, and falls back: the LP sheds through "
-            "the peak and lifts its drops after it; correlation placement moves key groups "
-            "meanwhile. The first 30 s let a live pipeline warm up and the controller fill "
+            "the peak and lifts its drops after it. The hot keys change as the ramp starts "
+            "(the zipf ranking rotates by three quarters of the key space at 30 s), so the key groups' "
+            "loads before it differ from the declared mean and correlation placement moves "
+            "key groups. The first 30 s let a live pipeline warm up and the controller fill "
             "its window before the ramp.",
             "seed": 10,
             "duration_s": 102,
@@ -707,7 +714,8 @@ def overload_spark() -> None:
                         },
                         {"from_s": 72.0, "rate": {"kind": "constant", "rate": low}},
                     ],
-                }
+                },
+                shifts=[{"at_s": 30.0, "rotate": 750}],
             ),
             "controller": {
                 "interval_s": 6,

@@ -51,13 +51,18 @@ class PlanStore:
 
     CACHED = 256  # published versions never change, so recent loads are kept
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, read_only: bool = False) -> None:
         self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+        if not read_only:  # a reader (``pipeline verify``) creates nothing
+            self.root.mkdir(parents=True, exist_ok=True)
         self._cache: dict[int, Plan] = {}
 
     def _path(self, version: int) -> Path:
         return self.root / f"v{version:06d}.json"
+
+    def has(self, version: int) -> bool:
+        """Is ``version`` still stored (not retired)?"""
+        return self._path(version).exists()
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -179,8 +184,16 @@ class PinRow(NamedTuple):
 class PlanLog:
     """SQLite log of batch pins, commits and state snapshots."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, read_only: bool = False) -> None:
         self.path = Path(path)
+        if read_only:  # an existing log, opened so that nothing is written or created
+            # a closed WAL database (no -wal file) holds everything in its main file: opened
+            # immutable, SQLite creates no -wal/-shm files beside it; a live writer's is read
+            # through its WAL (a read-only reader shares the writer's -shm)
+            wal = self.path.with_name(self.path.name + "-wal").exists()
+            uri = f"{self.path.resolve().as_uri()}?mode=ro" + ("" if wal else "&immutable=1")
+            self._db = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False)
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")

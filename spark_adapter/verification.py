@@ -10,8 +10,6 @@ duplicated nothing. No pyspark import.
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -21,7 +19,7 @@ import pandas as pd
 
 from shedding.drops import keep_mask
 from shedding.window_drops import block_size, floor_keep_mask, window_floor, window_uniform
-from spark_adapter.actuator import PinRow, PlanStore
+from spark_adapter.actuator import PinRow, PlanLog, PlanStore
 from spark_adapter.batch_compiler import drop_floors, window_keep
 from spark_adapter.batchstats import read_batch_stats
 from spark_adapter.operators import reference_output, stateless
@@ -238,16 +236,11 @@ def _read_log(work: Path) -> tuple[list[PinRow], list[int]]:
     path = work / "planlog.sqlite"
     if not path.is_file():
         raise ValueError(f"{work}: no plan log (planlog.sqlite): no batch ran here")
-    uri = f"{path.resolve().as_uri()}?mode=ro"
-    with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=10)) as db:
-        pins = [
-            PinRow(int(b), int(v), float(a), float(w))
-            for b, v, a, w in db.execute(
-                "SELECT batch_id, plan_version, wm_prev, wm FROM pins ORDER BY batch_id"
-            )
-        ]
-        done = [int(b) for (b,) in db.execute("SELECT batch_id FROM commits ORDER BY batch_id")]
-    return pins, done
+    log = PlanLog(path, read_only=True)
+    try:
+        return log.pin_rows(), log.committed()
+    finally:
+        log.close()
 
 
 def _committed_input(log: InputLog, ranges: Mapping[int, tuple[int, int]]) -> pd.DataFrame:
@@ -295,12 +288,13 @@ def verify_workdir(
             f"{work}: committed batch {missing[0]} has no statistics file (metrics/batch-"
             f"{missing[0]}.json, retired or lost): its input rows cannot be told apart"
         )
-    plans = PlanStore(work / "plans")
+    plans = PlanStore(work / "plans", read_only=True)
     pinned = [p for p in pins if p.batch_id <= done[-1]]
-    gone = [p.plan_version for p in pinned if not plans._path(p.plan_version).exists()]
+    gone = [p.plan_version for p in pinned if not plans.has(p.plan_version)]
     if gone:
         raise ValueError(f"{work}: plan version {gone[0]} a batch pinned was retired")
-    ranges = {b: r for b, r in ranges.items() if b in set(done)}
+    committed = set(done)
+    ranges = {b: r for b, r in ranges.items() if b in committed}
     if input_dir is not None and not input_dir.is_dir():
         raise ValueError(f"input: {input_dir} is not a directory")
     events = _committed_input(InputLog(input_dir or work / "input"), ranges)

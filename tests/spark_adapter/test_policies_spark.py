@@ -141,3 +141,17 @@ def test_rod_places_key_groups_on_spark_by_their_streams(spark, tmp_path) -> Non
     assert _stream_balance(coeff, llf) > 0.6
     busy = np.asarray(res.summary["partition_busy_s"])
     assert busy.min() > 0  # both partitions ran key groups
+
+
+def test_pipeline_verify_reads_a_replay_workdir_without_writing(waves_run) -> None:  # type: ignore[no-untyped-def]
+    """``pipeline verify``'s check on a finished replay's working directory: equal to the
+    reference, and no file in the directory created or changed by it."""
+    from spark_adapter.query import compile_query
+    from spark_adapter.verification import verify_workdir
+
+    _, work = waves_run
+    before = {p: p.stat().st_mtime_ns for p in work.rglob("*")}
+    got = verify_workdir(work, compile_query(_short_waves()))
+    assert got["output_matches_reference"] is True, got["mismatch"]
+    assert got["batches_committed"] == 13 and got["rows_in"] > 0  # 12 and the final flush
+    assert {p: p.stat().st_mtime_ns for p in work.rglob("*")} == before
