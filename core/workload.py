@@ -199,8 +199,14 @@ def mean_key_group_shares(spec: KeySpec, groups: int, until_s: float) -> Array:
     starts = ep.starts_s[ep.starts_s < until_s] if until_s > 0 else ep.starts_s[:1]
     ends = np.append(starts[1:], max(until_s, float(starts[-1]) + 1.0))
     weights = (ends - starts) / (ends - starts).sum()
+    if starts.size > MEAN_SHARE_EPOCHS:  # a long run of wave steps: a seeded sample of epochs
+        pick = np.random.default_rng(0).choice(starts.size, MEAN_SHARE_EPOCHS, p=weights)
+        starts, weights = starts[pick], np.full(MEAN_SHARE_EPOCHS, 1.0 / MEAN_SHARE_EPOCHS)
     shares = np.stack([key_group_shares(ep.probs_at(float(t)), groups) for t in starts])
     return np.asarray(weights @ shares, dtype=float)
+
+
+MEAN_SHARE_EPOCHS = 512  # epochs averaged at most (a month of 4 s wave steps is 648,000)
 
 
 def sample_keys(probs: Array, size: int, rng: np.random.Generator) -> NDArray[np.int64]:
