@@ -285,11 +285,12 @@ def modelled_burst_load(sc: ScenarioFile, method: str) -> float:
     """The busiest partition's modelled cores in the worst burst tick at scale 1 (the
     controller's own load model: key groups' per-stream shares times the tick's rates)."""
     from core.workload import rates
+    from placement.feasible import node_coefficients
     from spark_adapter.query import compile_query
 
     ctx = spark_context(sc, compile_query(sc), 2, 1.0)
     a = np.asarray(make_policy(sc, method, ctx=ctx).initial_plan().placement.as_array())
-    node = np.stack([ctx.units.coeff[a == p].sum(axis=0) for p in range(2)])
+    node = node_coefficients(ctx.units.coeff, a, 2)
     return float((rates(sc)[burst_ticks(sc)] / sc.tick_s @ node.T).max())
 
 

@@ -76,15 +76,17 @@ def spark_context(
         cap = spark_capacity(scenario.tick_s, bm.batch_overhead_s, bm.task_overhead_s)
     op = OperatorSpec(query.op_id, "aggregate", tuple(streams), cost_us, 1.0, query.key_groups)
     net = QueryNetwork(tuple(streams), (op,))
-    idx = [s.id for s in scenario.streams]
-    keys = [scenario.streams[idx.index(s)].keys for s in streams]
+    ids = [s.id for s in scenario.streams]
+    pos = [ids.index(s) for s in streams]
     # a key group's load per stream follows that stream's declared key distribution
     shares = np.stack(
-        [mean_key_group_shares(k, query.key_groups, scenario.duration_s) for k in keys], axis=1
+        [
+            mean_key_group_shares(scenario.streams[i].keys, query.key_groups, scenario.duration_s)
+            for i in pos
+        ],
+        axis=1,
     )
-    expected = (
-        rates(scenario).mean(axis=0)[[idx.index(s) for s in streams]] / scenario.tick_s * scale
-    )
+    expected = rates(scenario).mean(axis=0)[pos] / scenario.tick_s * scale
     cluster = Cluster(tuple(Node(f"p{i}", cap, 1.0) for i in range(partitions)))
     return Context(
         net,

@@ -742,8 +742,9 @@ def bursty_rod_spark() -> None:
         {
             "description": "Two bursty input streams into one keyed windowed count on 2 "
             "partitions (8 key groups, 2 ms a row): each bursts to 10x its low rate for 8 s in "
-            "20 (two 4 s micro-batches in five), anti-phased, and the two are hot on different keys (zipf 1.2, the second's "
-            "ranking rotated by half the key space), so a key group's load follows one "
+            "20 (two 4 s micro-batches in five), anti-phased, and the two are hot on different "
+            "keys (zipf 1.2, the second's ranking rotated by half the key space), so a key "
+            "group's load follows one "
             "stream's bursts. ROD places the key groups at deployment so that every partition "
             "takes a like part of each stream; least-loaded fill balances the mean load only. "
             "The largest burst rate a placement sustains is the figure that tells them apart.",
