@@ -7,14 +7,16 @@ partitions (as in the Spark pipeline bench), a windowed count (10 s tumbling), 2
 ``local-cluster[2,1,1024]``. Each partitioner's max sustained rate is searched as in
 ``bench.bench_spark`` (fit from two probes, then checked up and down, fewer steps). The routing
 digests of batch 8 of the 1,000 tuples/s probe (same input for every partitioner) are compared.
-Then ``heterogeneous-spark`` (executors 1:3): each speed-aware partitioner's batch duration and
-the speeds it learned against the executors' true ratio.
+Part ``het``: ``heterogeneous-spark`` (partitions 1:3): each speed-aware partitioner's max
+sustained rate and the speeds it learned against the measured busy-time ratio.
 """
 
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +53,20 @@ def workload() -> tuple[ScenarioFile, int]:
     return ScenarioFile.model_validate(doc), rot
 
 
-def run(spark: Any, sc: ScenarioFile, rate: float, part: str, work: Path) -> dict[str, Any]:
+def run(
+    spark: Any,
+    sc: ScenarioFile,
+    rate: float,
+    part: str,
+    work: Path,
+    batches: int = BATCHES,
+    warmup: int = WARMUP,
+) -> dict[str, Any]:
+    """One replay at ``rate`` tuples/s (``warmup`` batches untimed); its summary with the
+    controller's decisions. Raises when the output differs from the reference."""
     res = replay_spark(
         sc,
-        batches=BATCHES,
+        batches=batches,
         placement="least-loaded",
         partitioner=part,
         partitions=N,
@@ -62,7 +74,7 @@ def run(spark: Any, sc: ScenarioFile, rate: float, part: str, work: Path) -> dic
         interval_batches=1,
         workdir=work,
         spark=spark,
-        warmup_batches=WARMUP,
+        warmup_batches=warmup,
     )
     s = res.summary
     if not s["output_matches_reference"]:
@@ -103,54 +115,129 @@ def max_rate(spark: Any, sc: ScenarioFile, part: str, work: Path) -> dict[str, A
     }
 
 
-def heterogeneous(work: Path) -> list[dict[str, Any]]:
-    """heterogeneous-spark: batch duration and learned speeds per speed-aware partitioner."""
-    from spark_adapter.session import make_session, slowdown_conf
+HET_PARTS = ("hash", "pkg", "cg", "ecapa")
+HET_SCALES = (1.0, 2.0, 3.0)  # x 1,000 tuples/s
+HET_BATCHES, HET_WARMUP = 14, 3
+
+
+def heterogeneous() -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """heterogeneous-spark: each speed-aware partitioner's max sustained rate (the rate where
+    the line through its median batch durations at ``HET_SCALES`` reaches the tick), its
+    routing's rows and busy time per partition, and the speeds it learned."""
+    from spark_adapter.session import make_session
 
     sc = load_scenario(ROOT / "scenarios" / "heterogeneous-spark.yaml")
     spark = make_session(
         "local-cluster[2,1,1024]",
         "trimtab-bench-het",
-        {
-            "spark.sql.shuffle.partitions": str(N),
-            "spark.executor.memory": "768m",
-            **slowdown_conf(sc.spark.slowdowns()),
-        },
+        {"spark.sql.shuffle.partitions": str(N), "spark.executor.memory": "768m"},
     )
-    rows = []
+    work = Path(tempfile.mkdtemp(prefix="trimtab-bench-het-"))
+    runs: dict[str, list[dict[str, Any]]] = {p: [] for p in HET_PARTS}
     try:
-        for part in ("hash", "pkg", "cg", "ecapa"):
-            res = replay_spark(
-                sc,
-                batches=10,
-                placement="least-loaded",
-                partitioner=part,
-                partitions=N,
-                scale=0.6,
-                interval_batches=1,
-                workdir=work / f"het-{part}",
-                spark=spark,
-                warmup_batches=3,
-            )
-            s = res.summary
-            speeds = [d.details.get("routing", {}).get("speeds") for d in res.decisions]
-            busy = np.array(s["partition_busy_s"]) / np.maximum(np.array(s["partition_rows"]), 1)
-            rows.append(
-                {
-                    "partitioner": part,
-                    "p50": s["batch_duration_p50"],
-                    "p99": s["batch_duration_p99"],
-                    "exact": s["output_matches_reference"],
-                    "learned": speeds[-1] if speeds else None,
-                    "busy_per_row_us": [round(float(x) * 1e6) for x in busy],
-                }
-            )
+        het_run(spark, sc, "hash", 0.5, work / "warm")  # JVM and Python workers warm
+        for i, x in enumerate(HET_SCALES):
+            for part in HET_PARTS[i:] + HET_PARTS[:i]:  # the order rotated: no method always first
+                spark.sparkContext._jvm.System.gc()  # the last run's shuffle files cleaned now
+                time.sleep(2.0)
+                runs[part].append(het_run(spark, sc, part, x, work / f"{part}-{x}"))
     finally:
         spark.stop()
-    return rows
+        shutil.rmtree(work, ignore_errors=True)
+    rows = []
+    for part in HET_PARTS:
+        med = [r["p50"] for r in runs[part]]
+        slope, icpt = np.polyfit(HET_SCALES, med, 1)
+        top = runs[part][-1]
+        rows.append(
+            {"partitioner": part, "med": med, "slope": slope, "fixed": icpt}
+            | {"rate": (sc.tick_s - icpt) / slope * 1000.0}
+            | {k: top[k] for k in ("rows", "busy_per_row_us", "busiest_s", "learned")}
+        )
+    by = {r["partitioner"]: r for r in rows}
+    ratios = {
+        f"{p}/{q}": (by[p]["rate"] / by[q]["rate"], by[q]["busiest_s"] / by[p]["busiest_s"])
+        for p in ("cg", "ecapa")
+        for q in ("hash", "pkg")
+    }
+    return rows, ratios
+
+
+def het_run(spark: Any, sc: ScenarioFile, part: str, scale: float, work: Path) -> dict[str, Any]:
+    """One replay of heterogeneous-spark: median timed batch, rows and busy time per
+    partition, the speeds the partitioner learned last."""
+    s = run(spark, sc, scale * 1000.0, part, work, HET_BATCHES, HET_WARMUP)
+    speeds = [d.details.get("routing", {}).get("speeds") for d in s["decisions"]]
+    busy = np.array(s["partition_busy_s"]) / np.maximum(np.array(s["partition_rows"]), 1)
+    return {
+        "p50": s["batch_duration_p50"],
+        "rows": s["partition_rows"],
+        "busy_per_row_us": [round(float(x) * 1e6) for x in busy],
+        "busiest_s": float(np.max(s["partition_busy_s"])),
+        "learned": speeds[-1] if speeds else None,
+    }
+
+
+def het_section() -> None:
+    rows, ratios = heterogeneous()
+    cells = " | ".join(f"median batch at {x * 1000:.0f}/s (s)" for x in HET_SCALES)
+    table = "\n".join(
+        f"| {r['partitioner']} | {' | '.join(f'{d:.2f}' for d in r['med'])} | {r['fixed']:.2f} | "
+        f"{r['slope']:.2f} | {r['rate']:.0f} | {r['rows']} | {r['busy_per_row_us']} | "
+        f"{r['busiest_s']:.1f} | "
+        f"{r['learned']} |"
+        for r in rows
+    )
+    learned = []
+    for r in rows:
+        b = r["busy_per_row_us"]
+        if r["learned"] and min(b) > 0:
+            measured = max(b) / min(b)
+            got = max(r["learned"]) / min(r["learned"])
+            learned.append(f"{r['partitioner']} {got:.2f} against {measured:.2f}")
+    body = f"""
+Command: `.venv/bin/python -m bench.bench_partitioners_spark het` ({environment()}; pyspark 4.3,
+local-cluster[2,1,1024]).
+
+`heterogeneous-spark`: a windowed count over Zipf(1.1) keys (20,000 keys, 8 key groups, 200 us
+per tuple, 2 s trigger), `spark.partition_speeds: [1, 3]` (partition 0's task spends 3x the
+operators' CPU, on whichever executor runs it), least-loaded placement of the key groups.
+{HET_BATCHES} batches per run, the median of the last {HET_BATCHES - HET_WARMUP} timed; one
+session, a warm-up replay first, the partitioners' order rotated at each rate. Max sustained rate: where the least-squares line through the
+median batch durations reaches the 2 s tick; fixed: its intercept; per 1000/s: its slope. Rows,
+busy time per row, the busiest partition's busy seconds (the timed batches' sum) and learned
+speeds (mean 1) are from the run at
+{HET_SCALES[-1] * 1000:.0f}/s. Every run's output equals the reference.
+
+| partitioner | {cells} | fixed (s) | s per 1000/s | max sustained rate (tuples/s) | rows per partition | busy us per row, per partition | busiest partition's busy s | speeds learned |
+|---|---|---|---|---|---|---|---|---|---|---|
+{table}
+
+Max sustained rate ratios (and the busiest partition's busy time, inverted: the routing's own
+effect, without the fitted fixed costs): {", ".join(f"{k} {v[0]:.2f}x ({v[1]:.2f}x)" for k, v in ratios.items())}
+(targets: CG and E-CAPA at least 1.3x hash and 1.15x PKG in max sustained rate). Learned speed ratio against the measured busy-time ratio:
+{"; ".join(learned)} (target: E-CAPA within 25%).
+"""
+    write_section("Partitioners on Spark: heterogeneous nodes", body)
+    print(body)
 
 
 def main() -> None:
+    """Every part, or those named: ``zipf`` (every partitioner), ``het`` (heterogeneous)."""
+    known = ("zipf", "het")
+    parts = sys.argv[1:] or list(known)
+    unknown = [p for p in parts if p not in known]
+    if unknown:
+        raise SystemExit(
+            f"bench_partitioners_spark: unknown part {unknown[0]!r} ({', '.join(known)})"
+        )
+    if "zipf" in parts:
+        zipf_section()
+    if "het" in parts:
+        het_section()
+
+
+def zipf_section() -> None:
     from spark_adapter.session import make_session
 
     sc, rot = workload()
@@ -165,7 +252,6 @@ def main() -> None:
         rows = [max_rate(spark, sc, p, work / p) for p in NAMES]
     finally:
         spark.stop()
-    het = heterogeneous(work)
     shutil.rmtree(work, ignore_errors=True)
     by = {r["partitioner"]: r for r in rows}
     h = max(by["hash"]["max_rate"], 1.0)
@@ -173,10 +259,6 @@ def main() -> None:
         f"| {r['partitioner']} | {r['max_rate']:.0f} | {r['max_rate'] / h:.2f} | {r['split_keys']:.1f} | {r['moved_whole']:.1f} | "
         f"{r['fragmentation']:.2f} | {r['partials']:.0f} | {r['digest']} | {r['rows']} | {r['tried']} |"
         for r in rows
-    )
-    het_rows = "\n".join(
-        f"| {r['partitioner']} | {r['p50']:.3f} | {r['p99']:.3f} | {r['busy_per_row_us']} | {r['learned']} | {r['exact']} |"
-        for r in het
     )
     distinct = len({r["digest"] for r in rows})
     body = f"""
@@ -195,14 +277,6 @@ equalled the reference.
 | partitioner | max sustained rate (tuples/s) | vs hash | split keys per batch | hot keys moved whole per batch | partitions per split key | partials merged per batch | routing digest | partition rows | (rate, median batch s) tried |
 |---|---|---|---|---|---|---|---|---|---|
 {table}
-
-`heterogeneous-spark` (executor 0 spends 3x the operators' CPU: speeds 1:3), 10 batches at
-600 tuples/s, 3 warm-up batches. Busy time per row is per *partition*; Spark schedules each
-batch's two tasks on whichever executor is free, so a partition does not stay on one executor.
-
-| partitioner | batch p50 s | batch p99 s | busy us per row, per partition | speeds learned (mean 1) | output exact |
-|---|---|---|---|---|---|
-{het_rows}
 """
     write_section("Partitioners on Spark", body)
     print(body)

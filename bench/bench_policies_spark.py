@@ -165,7 +165,7 @@ def calibration_table(sc: ScenarioFile, work: Path, out: dict[str, dict[str, Any
 
 
 SHED_METHODS = ("none", "uniform", "lp")
-RAMP_SEGMENTS = 34  # the scenario's 102 s of 3 s ticks
+RAMP_SEGMENTS = 17  # the scenario's 102 s of 6 s ticks
 RAMP_MASTER = "local-cluster[2,1,1024]"
 STARTUP = 2  # batches paying the executors' start (the first takes 10-15 s here)
 
@@ -178,7 +178,7 @@ def _calibrated(cfg: Path, overlay: Path) -> None:
 
 
 def overload_ramp() -> tuple[str, dict[str, dict[str, Any]]]:
-    """``spark-overload-ramp`` live (paced writer, 3 s trigger, the daemon in external mode)
+    """``spark-overload-ramp`` live (paced writer, a tick's trigger, the daemon in external mode)
     with each shedding method; placement as the scenario names it (correlation-twoway)."""
     from controller.live_rig import daemon_config, run_live
     from spark_adapter.batchstats import read_batch_stats
@@ -200,13 +200,13 @@ def overload_ramp() -> tuple[str, dict[str, dict[str, Any]]]:
                 run_dir,
                 path,
                 work,
-                control={"interval_s": 3.0, "window_samples": 3},
+                control={"interval_s": sc.tick_s, "window_samples": 3},
                 placement={"method": sc.controller.placement.method},
                 shedding={"method": m, "headroom": sc.controller.shedding.headroom},
             )
             if m != "none":  # steered with the costs the unshed run measured
                 _calibrated(cfg, tmp / "calibration.yaml")
-            res = run_live(cfg, path, work, RAMP_MASTER, RAMP_SEGMENTS)
+            res = run_live(cfg, path, work, RAMP_MASTER, RAMP_SEGMENTS, trigger_s=sc.tick_s)
             if m == "none":
                 ov = calibrate(work, sc, skip=1)
                 (tmp / "calibration.yaml").write_text(overlay_yaml(ov))
@@ -220,14 +220,14 @@ def overload_ramp() -> tuple[str, dict[str, dict[str, Any]]]:
             out[m]["p99_after_startup"] = float(np.percentile(later, 99)) if later else None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    rows = []
+    rows, tick = [], sc.tick_s
     for m in SHED_METHODS:
         r = out[m]
         kept = int(r["rows_in"]) - int(r["rows_dropped"])
         rows.append(
             f"| {m} | {r['arrival_to_commit_p50_s']:.1f} | {r['arrival_to_commit_p99_s']:.1f} | "
-            f"{r['arrival_to_commit_p99_s'] / 3.0:.1f} | {r['p99_after_startup']:.1f} | "
-            f"{r['p99_after_startup'] / 3.0:.1f} | {r['backlog_max']} | {r['batches']} | "
+            f"{r['arrival_to_commit_p99_s'] / tick:.1f} | {r['p99_after_startup']:.1f} | "
+            f"{r['p99_after_startup'] / tick:.1f} | {r['backlog_max']} | {r['batches']} | "
             f"{kept} | {kept / max(int(r['rows_in']), 1):.3f} | {r['output_matches_reference']} |"
         )
     return "\n".join(rows), out
@@ -236,16 +236,17 @@ def overload_ramp() -> tuple[str, dict[str, dict[str, Any]]]:
 def shedding_section() -> None:
     shed_table, out = overload_ramp()
     cal = out["calibration"]
+    tick = load_scenario(ROOT / "scenarios" / "spark-overload-ramp.yaml").tick_s
     write_section(
         "Shedding on Spark, live",
         f"""
 Command: `.venv/bin/python -m bench.bench_policies_spark shedding` ({environment()}; pyspark 4.3).
 
 
-`spark-overload-ramp` run live on {RAMP_MASTER}: a writer adds a 3 s segment every 3 s
-({RAMP_SEGMENTS} segments, the input ramping from 0.6 to 4 executor-cores of work, holding, and
-falling back at replay scale 0.1), the driver runs a micro-batch every 3 s, and the daemon in
-external mode (a round every 3 s, correlation-twoway placement) sheds with the method named
+`spark-overload-ramp` run live on {RAMP_MASTER}: a writer adds a {tick:.0f} s segment every
+{tick:.0f} s ({RAMP_SEGMENTS} segments, the input ramping from 0.6 to 4 executor-cores of work,
+holding, and falling back at replay scale 0.1), the driver runs a micro-batch every {tick:.0f} s,
+and the daemon in external mode (a round every {tick:.0f} s, correlation-twoway placement) sheds with the method named
 (target: with `lp`, end-to-end latency p99 at most 3 trigger intervals and the backlog bounded,
 where `none`'s grows through the ramp; LP's weighted output at least uniform's). Latency:
 each segment's arrival in the input log to its batch's commit. Kept rows: input rows the

@@ -38,12 +38,21 @@ class SparkSettings(BaseModel):
     # max(speeds) / speeds[i] times the operators' CPU cost (heterogeneous executors on one
     # machine; honoured on local-cluster and standalone masters, where executors have ids)
     executor_speeds: tuple[float, ...] = ()
+    # relative speed of each partition of the keyed stage, by partition id: the task that
+    # runs partition i spends max(speeds) / speeds[i] times the operators' CPU cost, on
+    # whichever executor Spark schedules it (any master)
+    partition_speeds: tuple[float, ...] = ()
 
     @model_validator(mode="after")
     def _positive(self) -> SparkSettings:
-        for i, v in enumerate(self.executor_speeds):
-            if not v > 0:
-                raise ValueError(f"spark.executor_speeds.{i}: must be > 0 (got {v})")
+        for name in ("executor_speeds", "partition_speeds"):
+            for i, v in enumerate(getattr(self, name)):
+                if not v > 0:
+                    raise ValueError(f"spark.{name}.{i}: must be > 0 (got {v})")
+        if self.executor_speeds and self.partition_speeds:
+            raise ValueError(
+                "spark.partition_speeds: give executor_speeds or partition_speeds, not both"
+            )
         return self
 
     def slowdowns(self) -> dict[str, float]:

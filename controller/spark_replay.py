@@ -226,7 +226,7 @@ def _steered_pipeline(
     from spark_adapter.query import compile_query
     from spark_adapter.substrate import SparkSubstrate
 
-    q = compile_query(scenario)
+    q = compile_query(scenario, scenario.spark.partition_speeds)
     ctx = spark_context(scenario, q, run.partitions, scale, run.calibration)
     routing = RoutingPolicy(run.partitioner, q.op_id, q.key_groups, run.partitions)
     policy = make_policy(scenario, run.placement, ctx=ctx, routing=routing)

@@ -88,9 +88,10 @@ def executor_slowdown() -> float:
     return float(factors.get(m.group(1), 1.0))
 
 
-def _burn(seconds: float) -> None:
-    """Spend ``seconds`` of CPU (the operators' per-tuple cost), times this executor's factor."""
-    end = time.perf_counter() + seconds * executor_slowdown()
+def _burn(seconds: float, factor: float = 1.0) -> None:
+    """Spend ``seconds`` of CPU (the operators' per-tuple cost), times this executor's factor
+    and ``factor`` (the partition's)."""
+    end = time.perf_counter() + seconds * executor_slowdown() * factor
     while time.perf_counter() < end:
         pass
 
@@ -156,7 +157,8 @@ def update_partition(
     inp, st = rows[rows["tag"] == "I"], rows[rows["tag"] == "S"]
     _burn(
         sum(costs_by_side.get(int(s), 0.0) * int(c) for s, c in inp["side"].value_counts().items())
-        * 1e-6
+        * 1e-6,
+        q.slowdown[pid] if pid < len(q.slowdown) else 1.0,
     )
     j_prev = (
         -math.inf

@@ -51,6 +51,9 @@ class QuerySpec:
     map_ops: dict[str, str] = field(default_factory=dict)  # map id -> expression over v, c
     # stream -> its filters' and maps' ids in chain order (empty: ``predicates`` alone)
     steps: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # partition id -> factor on the keyed stage's CPU cost (heterogeneous partitions for
+    # testing; a partition past the end has factor 1)
+    slowdown: tuple[float, ...] = ()
 
     @property
     def panes_per_window(self) -> int:
@@ -164,8 +167,11 @@ class _PathWalk:
             self.steps[stream] = (*self.steps.get(stream, ()), o.id)
 
 
-def compile_query(scenario: Scenario) -> QuerySpec:
+def compile_query(scenario: Scenario, partition_speeds: tuple[float, ...] = ()) -> QuerySpec:
     """The keyed stage of a scenario's query network.
+
+    ``partition_speeds`` (relative, by partition id) become the stage's per-partition CPU
+    factors: partition i spends ``max(speeds) / speeds[i]`` times the operators' cost.
 
     Raises ``ValueError`` naming the operator when the network has a shape the Spark pipeline
     cannot run (no keyed windowed operator, or a keyed operator that is not windowed).
@@ -207,6 +213,7 @@ def compile_query(scenario: Scenario) -> QuerySpec:
         filter_streams=paths.filter_streams,
         map_ops=paths.map_ops,
         steps={s: paths.steps.get(s, ()) for s in paths.sides},
+        slowdown=tuple(max(partition_speeds) / v for v in partition_speeds),
     )
 
 

@@ -68,6 +68,7 @@ class DriverOptions:
     warm_executors: bool = True
     suspect_s: float = 5.0  # executor failure detection (the scenario's ha timeouts)
     fail_s: float = 15.0
+    partition_speeds: tuple[float, ...] = ()  # the scenario's spark.partition_speeds
 
 
 def run_driver(
@@ -155,7 +156,7 @@ def _driver_pipeline(spark: Any, sc: Any, work: Path, o: DriverOptions) -> Any:
         retire_plans=True,  # a long-running driver keeps its plan store bounded
         stats_keep=1000,  # and its memory: the newest batches' statistics
     )
-    return SparkPipeline(spark, compile_query(sc), work, opts)
+    return SparkPipeline(spark, compile_query(sc, o.partition_speeds), work, opts)
 
 
 def _acquire(lease: Lease, holder: str, role: str, pipe: Any) -> int:

@@ -99,6 +99,7 @@ def pipeline_run(
             warm_executors=sc.controller.scaling.warm_up,
             suspect_s=sc.controller.ha.heartbeat_timeout_s,
             fail_s=sc.controller.ha.failure_timeout_s,
+            partition_speeds=sc.spark.partition_speeds,
         )
     except (ValueError, RuntimeError) as e:
         fail(str(e), 1)
