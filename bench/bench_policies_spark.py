@@ -165,7 +165,7 @@ def calibration_table(sc: ScenarioFile, work: Path, out: dict[str, dict[str, Any
 
 
 SHED_METHODS = ("none", "uniform", "lp")
-RAMP_SEGMENTS = 17  # the scenario's 102 s of 6 s ticks
+RAMP_SEGMENTS = 34  # the scenario's 102 s of 3 s ticks
 RAMP_MASTER = "local-cluster[2,1,1024]"
 STARTUP = 2  # batches paying the executors' start (the first takes 10-15 s here)
 

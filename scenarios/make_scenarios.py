@@ -693,11 +693,10 @@ def overload_spark() -> None:
             "(the zipf ranking rotates by three quarters of the key space at 30 s), so the key groups' "
             "loads before it differ from the declared mean and correlation placement moves "
             "key groups. The first 30 s let a live pipeline warm up and the controller fill "
-            "its window before the ramp. A live run's micro-batch has about 3 s of fixed costs "
-            "on local-cluster[2,1,1024], so the trigger (a tick, 6 s) leaves room for rows.",
+            "its window before the ramp.",
             "seed": 10,
             "duration_s": 102,
-            "tick_s": 6.0,
+            "tick_s": 3.0,
             "cluster": nodes(2),
             "simulator": {"rate_scale": 0.1},
             **spark_count_k(

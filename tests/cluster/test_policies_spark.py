@@ -18,10 +18,10 @@ from tests.conftest import SCENARIOS
 
 pytestmark = pytest.mark.cluster
 EXE = trimtab_exe()
-# the scenario's 17 ticks, then its first 5 again (the writer wraps): 30 s of low load after
+# the scenario's 34 ticks, then its first 10 again (the writer wraps): 30 s of low load after
 # the peak, so the lifted drops reach batches even when the peak left a backlog (CI: the
-# drops were lifted one round after the last batch of the scenario's segments)
-SEGMENTS = 22
+# drops were lifted one round after the last batch of 34 segments)
+SEGMENTS = 44
 
 
 def test_the_daemon_places_and_sheds_a_live_overloaded_pipeline(tmp_path: Path) -> None:
@@ -32,11 +32,11 @@ def test_the_daemon_places_and_sheds_a_live_overloaded_pipeline(tmp_path: Path) 
         tmp_path,
         sc_path,
         work,
-        control={"interval_s": 6.0, "window_samples": 3},
+        control={"interval_s": 3.0, "window_samples": 3},
         placement={"method": "correlation-twoway"},
         shedding={"method": "lp", "headroom": 0.9},
     )
-    run_live(cfg, sc_path, work, "local[2]", SEGMENTS, trigger_s=6.0)
+    run_live(cfg, sc_path, work, "local[2]", SEGMENTS)
     # what each batch ran under: its pinned plan's keep and placement
     with contextlib.closing(sqlite3.connect(work / "planlog.sqlite")) as db:
         pins = db.execute("SELECT batch_id, plan_version FROM pins ORDER BY batch_id").fetchall()
