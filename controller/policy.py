@@ -170,15 +170,15 @@ class ControlPolicy:
             and base.scale.count(self.ctx.cluster.n) < self.scaling.max_nodes
         ):
             return self._no_shed_below_ceiling(d, base)
-        from controller.shedding import decide_shedding, shed_model
+        from controller.shedding import current_rates, decide_shedding, drain_capacity, shed_model
 
-        rates = obs.input_rates[:, -min(3, obs.input_rates.shape[1]) :].mean(axis=1)
+        shed_cfg = self.ctx.settings.shedding
+        rates = current_rates(obs.input_rates)
         alive = alive_mask(obs.node_status) & base.scale.active(self.ctx.cluster.n)
-        cap = self.ctx.cluster.capacities() * alive
+        cap = drain_capacity(self.ctx.cluster.capacities() * alive, obs.backlog_s, shed_cfg.drain_s)
         model = shed_model(
             self.ctx.network, self.ctx.units, base.placement.as_array(), cap.size, rates
         )
-        shed_cfg = self.ctx.settings.shedding
         if shed_cfg.plan_table and self.plan_table is None:
             from shedding.plan_table import PlanTable
 
@@ -193,7 +193,8 @@ class ControlPolicy:
             self.plan_table,
             hash(base.placement.assignment),
         )
-        details = {**d.details, "shed": sd.details}
+        shed_in = {"rates": rates.round(3).tolist(), "backlog_s": obs.backlog_s.round(3).tolist()}
+        details = {**d.details, "shed": {**sd.details, **shed_in}}
         if sd.shed is None:
             return Decision(d.plan, d.kind, d.reason + "; " + sd.reason, details)
         if d.plan is None:

@@ -97,6 +97,13 @@ class SheddingSettings(BaseModel):
     window_drops: bool = Field(
         False, description="Spark: shed whole windows (an exact subset) instead of tuples"
     )
+    drain_s: float = Field(
+        10.0,
+        ge=0,
+        description="plan to drain a node's queued backlog within about this many seconds: "
+        "the node is planned at capacity x (1 - backlog_s / drain_s), at least 20%; "
+        "0: backlogs are not planned for",
+    )
 
 
 class DPCSettings(BaseModel):

@@ -3,6 +3,11 @@
 Shed when the predicted load at the current input rates exceeds ``headroom x capacity`` on
 any node; stop once every node's predicted unshed load is below 90% of that; switch plans only
 when the weighted output changes by more than 2% or the current plan would overload a node.
+
+Two inputs keep latency bounded when the load moves faster than the rounds [project choice]:
+the current rates are the larger of the newest sample and the mean of the last three (a rise
+acts at once, a fall after it holds), and a node with a queued backlog is planned at a capacity
+reduced by what draining it within ``drain_s`` takes (``drain_capacity``).
 """
 
 from __future__ import annotations
@@ -18,9 +23,42 @@ from shedding import baselines, fit, lp
 from shedding.loadmodel import ShedModel, build_model, placement_matrix
 from shedding.plan_table import PlanTable
 
-__all__ = ["METHODS", "ShedDecision", "decide_shedding", "shed_model", "solve"]
+__all__ = [
+    "METHODS",
+    "ShedDecision",
+    "current_rates",
+    "decide_shedding",
+    "drain_capacity",
+    "shed_model",
+    "solve",
+]
 
 METHODS = ("lp", "fit", "uniform", "local", "none")
+
+
+def current_rates(input_rates: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Per stream, the larger of the newest sample and the mean of the last three.
+
+    >>> current_rates(np.array([[100.0, 100.0, 400.0], [300.0, 300.0, 0.0]])).tolist()
+    [400.0, 200.0]
+    """
+    recent = input_rates[:, -min(3, input_rates.shape[1]) :]
+    return np.maximum(recent[:, -1], recent.mean(axis=1))
+
+
+def drain_capacity(
+    capacity: NDArray[np.float64], backlog_s: NDArray[np.float64], drain_s: float
+) -> NDArray[np.float64]:
+    """The capacity left for new input while each node drains its backlog within ``drain_s``
+    (at least 20% of the node's; ``drain_s`` 0 leaves the capacity as it is).
+
+    >>> drain_capacity(np.array([1.0, 1.0, 2.0]), np.array([0.0, 2.5, 50.0]), 10.0).tolist()
+    [1.0, 0.75, 0.4]
+    """
+    if drain_s <= 0 or backlog_s.size != capacity.size:
+        return capacity
+    left = np.clip(1.0 - np.maximum(backlog_s, 0.0) / drain_s, 0.2, 1.0)
+    return np.asarray(capacity * left, dtype=float)
 
 
 def shed_model(

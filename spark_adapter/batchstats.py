@@ -23,6 +23,7 @@ from spark_adapter.source import SEGMENT_ID_BITS
 
 __all__ = [
     "BatchStats",
+    "backlog_work",
     "end_to_end",
     "observation_from_batches",
     "partition_status",
@@ -213,6 +214,23 @@ def segments_read(st: BatchStats) -> int:
     return 1 if lo < 0 else (hi >> SEGMENT_ID_BITS) - (lo >> SEGMENT_ID_BITS) + 1
 
 
+def backlog_work(st: BatchStats, n: int) -> np.ndarray:
+    """Per partition, the busy seconds the input segments still queued after batch ``st``
+    will take: its ``backlog_segments`` times its own busy seconds per segment read (an
+    estimate at the batch's rates and drops).
+
+    >>> from types import SimpleNamespace as B
+    >>> b = B(info={"backlog_segments": 3}, busy_s=np.array([2.0, 1.0]), event_range=(0, 1 << 32))
+    >>> backlog_work(b, 2).tolist()
+    [3.0, 1.5]
+    """
+    queued = int(st.info.get("backlog_segments", 0) or 0)
+    busy = np.asarray(st.busy_s, dtype=float)
+    if queued <= 0 or busy.size != n:
+        return np.zeros(n)
+    return busy * queued / segments_read(st)
+
+
 def observation_from_batches(
     batches: list[BatchStats], n: int, streams: list[str], tick_s: float, plan_version: int
 ) -> Observation:
@@ -247,7 +265,7 @@ def observation_from_batches(
         node_load=node,
         input_rates=rates,
         node_status=partition_status(last, n),
-        backlog_s=np.zeros(n),
+        backlog_s=backlog_work(last, n),
         latency_s=float(np.mean([b.duration_s for b in batches])),
         plan_version=plan_version,
         counters={"batches": float(len(batches))},
