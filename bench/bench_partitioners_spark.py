@@ -115,7 +115,7 @@ def max_rate(spark: Any, sc: ScenarioFile, part: str, work: Path) -> dict[str, A
     }
 
 
-HET_PARTS = ("hash", "pkg", "cg", "ecapa")
+HET_PARTS = ("hash-blind", "hash", "pkg", "cg", "ecapa")  # hash-blind: measured_speeds off
 HET_SCALES = (1.0, 2.0, 3.0)  # x 1,000 tuples/s
 HET_BATCHES, HET_WARMUP = 14, 3
 
@@ -155,17 +155,23 @@ def heterogeneous() -> tuple[list[dict[str, Any]], dict[str, float]]:
             | {k: top[k] for k in ("rows", "busy_per_row_us", "busiest_s", "learned")}
         )
     by = {r["partitioner"]: r for r in rows}
+    pairs = [("hash", "hash-blind")] + [(p, q) for p in ("cg", "ecapa") for q in ("hash", "pkg")]
     ratios = {
         f"{p}/{q}": (by[p]["rate"] / by[q]["rate"], by[q]["busiest_s"] / by[p]["busiest_s"])
-        for p in ("cg", "ecapa")
-        for q in ("hash", "pkg")
+        for p, q in pairs
     }
     return rows, ratios
 
 
 def het_run(spark: Any, sc: ScenarioFile, part: str, scale: float, work: Path) -> dict[str, Any]:
     """One replay of heterogeneous-spark: median timed batch, rows and busy time per
-    partition, the speeds the partitioner learned last."""
+    partition, the speeds the partitioner learned last. ``hash-blind`` is hash with
+    ``placement.measured_speeds`` off (the key groups stay where the nominal capacities put
+    them)."""
+    if part == "hash-blind":
+        doc = sc.model_dump()
+        doc["controller"]["placement"]["measured_speeds"] = False
+        sc, part = ScenarioFile.model_validate(doc), "hash"
     s = run(spark, sc, scale * 1000.0, part, work, HET_BATCHES, HET_WARMUP)
     speeds = [d.details.get("routing", {}).get("speeds") for d in s["decisions"]]
     busy = np.array(s["partition_busy_s"]) / np.maximum(np.array(s["partition_rows"]), 1)
@@ -201,7 +207,10 @@ local-cluster[2,1,1024]).
 
 `heterogeneous-spark`: a windowed count over Zipf(1.1) keys (20,000 keys, 8 key groups, 200 us
 per tuple, 2 s trigger), `spark.partition_speeds: [1, 3]` (partition 0's task spends 3x the
-operators' CPU, on whichever executor runs it), least-loaded placement of the key groups.
+operators' CPU, on whichever executor runs it), least-loaded placement of the key groups: it
+re-places them once by the partitions' measured speeds (`placement.measured_speeds`, on by
+default); `hash-blind` is hash routing with that off, so its key groups stay where equal
+capacities put them. The partitioner routes the hot keys; the cold keys follow the key groups.
 {HET_BATCHES} batches per run, the median of the last {HET_BATCHES - HET_WARMUP} timed; one
 session, a warm-up replay first, the partitioners' order rotated at each rate. Max sustained rate: where the least-squares line through the
 median batch durations reaches the 2 s tick; fixed: its intercept; per 1000/s: its slope. Rows,
@@ -214,7 +223,7 @@ speeds (mean 1) are from the run at
 {table}
 
 Max sustained rate ratios (and the busiest partition's busy time, inverted: the routing's own
-effect, without the fitted fixed costs): {", ".join(f"{k} {v[0]:.2f}x ({v[1]:.2f}x)" for k, v in ratios.items())}
+effect, without the fitted fixed costs; hash/hash-blind is the placement's own effect): {", ".join(f"{k} {v[0]:.2f}x ({v[1]:.2f}x)" for k, v in ratios.items())}
 (targets: CG and E-CAPA at least 1.3x hash and 1.15x PKG in max sustained rate). Learned speed ratio against the measured busy-time ratio:
 {"; ".join(learned)} (target: E-CAPA within 25%).
 """

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from controller.node_speed import shape_differs
 from controller.policy import Array, Context, IntArray, PlacementMethod, RebalanceResult
 from controller.stale_trigger import StaleTrigger
 from core import loadstats
@@ -53,18 +54,42 @@ class _Base:
 
 
 class LeastLoaded(_Base):
-    """The static baseline: least-loaded fill at start; later rounds only evacuate dead nodes."""
+    """The baseline: least-loaded fill (capacity-relative) at start; later rounds evacuate dead
+    nodes, and re-place once when the node capacities the controller plans with (measured
+    speeds, ``controller.node_speed``) differ from those the plan was made for by more than
+    ``placement.speed_tolerance``."""
 
     name = "least-loaded"
 
+    def __init__(self, params: dict[str, float] | None = None) -> None:
+        super().__init__(params)
+        self.planned_for: Array | None = None  # the capacities the current plan was made for
+
     def initial(self, ctx: Context, unit_x: Array | None) -> IntArray:
         load = ctx.expected_unit_load() if unit_x is None else loadstats.means(unit_x)
-        return baselines.llf(load, ctx.cluster.capacities(), ctx.cluster.alive())
+        self.planned_for = ctx.cluster.capacities()
+        return baselines.llf(load, self.planned_for, ctx.cluster.alive())
 
     def rebalance(
         self, ctx: Context, unit_x: Array, assign: IntArray, alive: np.ndarray
     ) -> RebalanceResult:
-        return RebalanceResult(assign.copy(), "static placement: no periodic moves")
+        cap = ctx.cluster.capacities()
+        if self.planned_for is None:  # a plan it did not make (a resumed controller)
+            self.planned_for = cap
+        was = self.planned_for
+        tolerance = ctx.settings.placement.speed_tolerance
+        if unit_x.shape[1] == 0 or not shape_differs(was, cap, tolerance):
+            return RebalanceResult(assign.copy(), "least-loaded: no periodic moves")
+        self.planned_for = cap
+        new = baselines.llf(loadstats.means(unit_x), cap, alive)
+        moved = int(np.count_nonzero(new != assign))
+        why = (
+            f"least-loaded: node capacities {np.round(cap, 3).tolist()} differ from the "
+            f"{np.round(was, 3).tolist()} the plan was made for (beyond {tolerance}); "
+            f"re-placed by them ({moved} unit(s) moved)"
+        )
+        details = {"capacities_before": was.round(3).tolist(), "capacities": cap.round(3).tolist()}
+        return RebalanceResult(new, why, details, judged_by="global step")
 
 
 class Static(_Base):

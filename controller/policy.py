@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from controller.gates import DecisionKind, Gates, HoldList
+from controller.node_speed import MeasuredCapacity
 from controller.settings import ControllerSettings
 from core import loadstats
 from core.cluster import Cluster, NodeStatus, alive_mask
@@ -123,6 +124,9 @@ class ControlPolicy:
         self.gates = Gates(ctx.settings.placement, in_blackout)
         s = ctx.settings.placement
         self.holds = HoldList(s.ineffective_hold_rounds, s.churn_rounds)
+        self.capacity = MeasuredCapacity(
+            ctx.cluster.capacities(), s.speed_tolerance, s.measured_speeds
+        )
         self.plan_table: Any = None  # a shedding.plan_table.PlanTable when enabled
         self.scaling: Any = None  # a controller.scaling.ScalingPolicy when enabled
         self.scale_note = ""  # this round's scaling reason when the count stayed
@@ -148,19 +152,35 @@ class ControlPolicy:
         scale = ScalePlan(nodes=k if self.scaling is not None else 0)
         return Plan(version=0, placement=pl, ha=ha, scale=scale, reason=reason)
 
+    def _cluster(self) -> Cluster:
+        """The cluster with the capacities the controller plans with (measured on Spark)."""
+        if not self.capacity.measured:
+            return self.ctx.cluster
+        caps = self.capacity.capacities()
+        nodes = self.ctx.cluster.nodes
+        return Cluster(
+            tuple(replace(nd, capacity=float(c)) for nd, c in zip(nodes, caps, strict=True))
+        )
+
     def _on(self, k: int) -> Context:
         """The context of the first ``k`` nodes: what placement sees while k nodes run."""
-        if k == self.ctx.cluster.n:
+        cluster = self._cluster()
+        if k == cluster.n and cluster is self.ctx.cluster:
             return self.ctx
-        return replace(self.ctx, cluster=Cluster(self.ctx.cluster.nodes[:k]))
+        return replace(self.ctx, cluster=Cluster(cluster.nodes[:k]))
 
     def decide(self, unit_x: Array, node_x: Array, plan: Plan, obs: Observation) -> Decision:
         """One control round: scaling, else placement (with failure evacuation); routing; then
         shedding on the result (only at the scaling ceiling when scaling)."""
+        self.capacity.observe(obs)
         d = self._scale(unit_x, plan, obs) or self._decide_placement(unit_x, node_x, plan, obs)
         if self.scale_note:
             d = Decision(d.plan, d.kind, d.reason + "; " + self.scale_note, d.details)
         d = self._route(d, plan, obs)
+        if self.capacity.measured:
+            d = Decision(
+                d.plan, d.kind, d.reason, {**d.details, "capacity": self.capacity.details()}
+            )
         method = self.ctx.settings.shedding.method
         if method == "none" or obs.input_rates.shape[1] == 0:
             return d
@@ -175,7 +195,7 @@ class ControlPolicy:
         shed_cfg = self.ctx.settings.shedding
         rates = current_rates(obs.input_rates)
         alive = alive_mask(obs.node_status) & base.scale.active(self.ctx.cluster.n)
-        cap = drain_capacity(self.ctx.cluster.capacities() * alive, obs.backlog_s, shed_cfg.drain_s)
+        cap = drain_capacity(self._cluster().capacities() * alive, obs.backlog_s, shed_cfg.drain_s)
         model = shed_model(
             self.ctx.network, self.ctx.units, base.placement.as_array(), cap.size, rates
         )
@@ -349,7 +369,7 @@ class ControlPolicy:
                 plan, obs.assignment.astype(np.int64), DecisionKind.RECOVER, why, details
             )
         load = loadstats.means(unit_x) if unit_x.shape[1] else self.ctx.expected_unit_load()
-        cap = self.ctx.cluster.capacities()
+        cap = self._cluster().capacities()
         alive = alive_mask(obs.node_status) & plan.scale.active(self.ctx.cluster.n)
         r = replace_lost(assign, alive, load, cap, llf)
         if r.moved.size == 0 or not alive.any():

@@ -53,6 +53,15 @@ class PlacementSettings(BaseModel):
         description="move only when the overload a move removes outweighs its pause "
         "(correlation methods; off: every move the method's own rule accepts)",
     )
+    measured_speeds: bool = Field(
+        True,
+        description="on a pipeline that reports batches (Spark), plan with each partition's "
+        "measured speed (rows per busy second) as its capacity once the speeds spread beyond "
+        "speed_tolerance; least-loaded then re-places by them",
+    )
+    speed_tolerance: float = Field(
+        0.25, gt=0, description="spread of measured speeds (each to mean 1) ignored as noise"
+    )
     params: dict[str, float] = Field(
         default_factory=dict, description="the method's parameters, e.g. pair_threshold"
     )

@@ -182,3 +182,38 @@ def test_partition_speeds_slow_the_partition_wherever_it_runs(spark, tmp_path) -
     assert per_row[0] > 1.8 * per_row[1], per_row
     speeds = [d.details.get("routing", {}).get("speeds") for d in res.decisions]
     assert speeds[-1][1] > 1.5 * speeds[-1][0], speeds
+
+
+def _least_loaded_het(spark, work: Path, measured: bool):  # type: ignore[no-untyped-def]
+    sc = load_scenario(SCENARIOS / "heterogeneous-spark.yaml")
+    pl = sc.controller.placement.model_copy(update={"measured_speeds": measured})
+    sc = sc.model_copy(update={"controller": sc.controller.model_copy(update={"placement": pl})})
+    return replay_spark(
+        sc,
+        batches=6,
+        placement="least-loaded",
+        partitioner="hash",
+        scale=0.5,
+        interval_batches=1,
+        workdir=work,
+        spark=spark,
+    )
+
+
+def test_least_loaded_places_key_groups_by_measured_speed(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """With hash routing (no hot-key quotas), the cold keys follow the key-group table: once
+    the partitions' speeds are measured (1:3), least-loaded re-places the key groups by them
+    (once), so in the last batches the slow partition's busy time is much nearer the fast
+    one's than with measured_speeds off. Both outputs are exact."""
+    on = _least_loaded_het(spark, tmp_path / "on", True)
+    off = _least_loaded_het(spark, tmp_path / "off", False)
+    assert on.summary["output_matches_reference"] and off.summary["output_matches_reference"]
+    moves = [d for d in on.decisions if "capacities_before" in d.details]
+    assert len(moves) == 1, [d.reason for d in on.decisions]
+    cap = moves[0].details["capacities"]
+    assert cap[1] > 1.8 * cap[0], cap
+    assert not any("capacities_before" in d.details for d in off.decisions)
+    # busy seconds per partition in the last two batches (slow over fast)
+    ratio = lambda r: (lambda x: x[0] / x[1])(r.series.node_load.iloc[-2:].sum().to_numpy())  # noqa: E731
+    print("busy slow/fast: on", ratio(on), "off", ratio(off))
+    assert ratio(off) > 1.8 and ratio(on) < 0.75 * ratio(off), (ratio(on), ratio(off))
