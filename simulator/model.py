@@ -106,21 +106,24 @@ class Simulator:
 
     # ----------------------------------------------------------------- set-up
     def _init_shares(self) -> None:
-        """Key-group shares per unit for every epoch between hot-key shifts."""
-        key_stream = self.net.key_stream()
+        """Key-group shares per unit and input stream for every epoch between hot-key
+        shifts: a key group's share of each stream's tuples follows that stream's own keys
+        (two inputs hot on different keys load different key groups)."""
         eps = [key_epochs(s.keys, self.scenario.duration_s) for s in self.scenario.streams]
         starts = np.unique(np.concatenate([e.starts_s for e in eps]))
         self._epoch_starts_tick = np.floor(starts / self.tick_s).astype(np.int64)
-        shares = np.ones((starts.size, self.m))
+        shares = np.ones((starts.size, self.m, self.d))
+        reads = self.net.rate_coefficients() > 0  # (operators, streams)
         for i, op in enumerate(self.net.operators):
             if op.key_groups == 1:
                 continue
-            ep = eps[key_stream[i]]
-            idx = ep.epoch_at(starts)
             mask = self.units.op_index == i
-            for e, pe in enumerate(idx):
-                # units were built with uniform 1/g shares: rescale to the epoch's shares
-                shares[e, mask] = key_group_shares(ep.probs[pe], op.key_groups) * op.key_groups
+            for k in np.flatnonzero(reads[i]):
+                idx = eps[k].epoch_at(starts)
+                for e, pe in enumerate(idx):
+                    # units were built with uniform 1/g shares: rescale to the epoch's shares
+                    g = op.key_groups
+                    shares[e, mask, k] = key_group_shares(eps[k].probs[pe], g) * g
         self._shares = shares
         self._epoch = 0
 
@@ -129,7 +132,7 @@ class Simulator:
         op_coeff = self.net.load_coefficients(self.arc_keep)
         op_rate = self.net.rate_coefficients(self.arc_keep)
         g = np.array([o.key_groups for o in self.net.operators], dtype=float)
-        share = self._shares[self._epoch][:, None] / g[self.units.op_index][:, None]
+        share = self._shares[self._epoch] / g[self.units.op_index][:, None]  # (m, d)
         self.ucoeff = op_coeff[self.units.op_index] * share  # (m, d) CPU-s per input tuple
         self.uvisit = op_rate[self.units.op_index] * share  # (m, d) visits per input tuple
         onehot = np.zeros((self.n, self.m))

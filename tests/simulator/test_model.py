@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from controller.scenario import load_scenario
+from core.hashing import stable_mod
 from core.plans import Placement, Plan, ShedPlan
 from simulator import Simulator
 from tests.conftest import SCENARIOS
@@ -97,3 +98,19 @@ def test_migration_moves_backlog_and_counts() -> None:
     sim.apply(Plan(version=1, placement=Placement.from_array(sim.units.ids, sim.cluster.ids, new)))
     assert sim.migrations == 1
     assert sim.queued().sum() == pytest.approx(q)
+
+
+def test_each_input_stream_loads_key_groups_by_its_own_keys() -> None:
+    """spark-bursty-rod's two streams are hot on different keys (b's ranks rotated by 500):
+    the key group of a's hottest key takes far more of a's tuples than of b's, and each
+    stream's shares over the key groups sum to one."""
+    sc = load_scenario(SCENARIOS / "spark-bursty-rod.yaml")
+    sim = Simulator(sc)
+    g = sc.operators[0].key_groups
+    per_tuple = sim.uvisit  # (units, streams): visits of each unit per tuple of each stream
+    assert np.allclose(per_tuple.sum(axis=0), 1.0)
+    hot_a = int(stable_mod([0], g)[0])  # zipf rank 1 is key 0 in stream a
+    hot_b = int(stable_mod([500], g)[0])  # and key 500 in stream b
+    assert hot_a != hot_b
+    assert per_tuple[hot_a, 0] > 1.5 * per_tuple[hot_a, 1], per_tuple
+    assert per_tuple[hot_b, 1] > 1.5 * per_tuple[hot_b, 0], per_tuple
