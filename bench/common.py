@@ -8,6 +8,7 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "BENCHMARKS.md"
@@ -50,3 +51,18 @@ def write_section(name: str, body: str) -> None:
     section = f"## {name}\n\n{body.strip()}\n\n"
     text = pattern.sub(section, text) if pattern.search(text) else text.rstrip() + "\n\n" + section
     BENCHMARKS.write_text(text)
+
+
+def held_plan_load(scenario: Any, assignment: Any, ticks: int) -> Any:
+    """The simulator's offered node loads ``(ticks, nodes)`` with ``assignment`` held from the
+    start, no controller: what a static plan that ran on Spark predicts."""
+    import numpy as np
+
+    from core.plans import Placement, Plan
+    from simulator import Simulator
+
+    sim = Simulator(scenario)
+    a = tuple(int(x) for x in np.asarray(assignment))
+    sim.apply(Plan(placement=Placement(units=sim.units.ids, nodes=sim.cluster.ids, assignment=a)))
+    sim.step(ticks)
+    return sim.result().node_load.to_numpy()

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import ROOT, environment, write_section
+from bench.common import ROOT, environment, held_plan_load, write_section
 from controller.calibration import apply_overlay, calibrate, predicted_batches, read_batches
 from controller.scenario import ScenarioFile, load_scenario
 from controller.spark_replay import replay_spark
@@ -119,8 +119,6 @@ def rod_calibration(sc: ScenarioFile, work: Path, runs: dict[str, dict[str, Any]
     """Calibrate on LLF's run at ``ROD_CAL_SCALE``, then predict each method's batches with
     the calibrated simulator running the plan that method ran on Spark (its initial plan,
     held), over the same ticks."""
-    from core.plans import Placement, Plan
-    from simulator import Simulator
     from spark_adapter.query import compile_query
 
     overlay = calibrate(work / f"llf-{ROD_CAL_SCALE}", skip=1)
@@ -131,13 +129,8 @@ def rod_calibration(sc: ScenarioFile, work: Path, runs: dict[str, dict[str, Any]
     rows = []
     for m in ROD_METHODS:
         a = make_policy(sc, m, ctx=ctx).initial_plan().placement.as_array()
-        sim = Simulator(cal)
-        if sim.units.ids != ctx.units.ids or sim.n != 2:
-            raise RuntimeError("spark-bursty-rod: the simulator's units are not the pipeline's")
-        pl = Placement(units=sim.units.ids, nodes=sim.cluster.ids, assignment=tuple(a.tolist()))
-        sim.apply(Plan(placement=pl))
-        sim.step(ROD_BATCHES)
-        pred = predicted_batches(sim.result().node_load.to_numpy(), sc.tick_s, bm, skip=1)
+        load = held_plan_load(cal, a, ROD_BATCHES)
+        pred = predicted_batches(load, sc.tick_s, bm, skip=1)
         busiest = float(
             np.median([b.busy_s.max() for b in read_batches(work / f"{m}-{ROD_CAL_SCALE}")[1:]])
         )
