@@ -192,10 +192,6 @@ class QueryNetwork:
         oidx = {o.id: i for i, o in enumerate(self.operators)}
         return [(oidx[s], i) for i, o in enumerate(self.operators) for s in o.inputs if s in oidx]
 
-    def key_stream(self) -> list[int]:
-        """For each operator, the stream whose keys it partitions by (its heaviest input stream)."""
-        return [int(np.argmax(row)) for row in self.rate_coefficients()]
-
     def units(self, shares: Sequence[NDArray[np.float64]] | None = None) -> Units:
         """Expand operators into placeable units, one per key group.
 
