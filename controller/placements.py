@@ -78,7 +78,8 @@ class LeastLoaded(_Base):
             self.planned_for = cap
         was = self.planned_for
         tolerance = ctx.settings.placement.speed_tolerance
-        if unit_x.shape[1] == 0 or not shape_differs(was, cap, tolerance):
+        # another node count is scaling's business (it places once joined nodes have started)
+        if was.size != cap.size or unit_x.shape[1] == 0 or not shape_differs(was, cap, tolerance):
             return RebalanceResult(assign.copy(), "least-loaded: no periodic moves")
         self.planned_for = cap
         new = baselines.llf(loadstats.means(unit_x), cap, alive)

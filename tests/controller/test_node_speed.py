@@ -69,3 +69,16 @@ def test_least_loaded_re_places_once_when_capacities_change() -> None:
     # made for 1:3, the slow node carried about a quarter; for 2:2, about half
     assert on(a, 0) < 0.35 * load.sum() and on(r.assignment, 0) > 0.4 * load.sum()
     assert m.rebalance(even, x, r.assignment, alive).judged_by is None  # once
+
+
+def test_least_loaded_leaves_a_new_node_count_to_scaling() -> None:
+    """A plan made for one running node, seen with two: not a speed change (scaling places on
+    the joined node once it has started), so no move."""
+    sc = load_scenario(SCENARIOS / "heterogeneous-spark.yaml")
+    ctx = make_context(sc)
+    m = LeastLoaded()
+    one = replace(ctx, cluster=Cluster(ctx.cluster.nodes[:1]))
+    a = m.initial(one, None)
+    x = np.tile(ctx.expected_unit_load()[:, None], (1, 3))
+    r = m.rebalance(ctx, x, a, np.ones(2, bool))
+    assert r.judged_by is None and (r.assignment == a).all()
