@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import ROOT, environment, held_plan_load, write_section
+from bench.common import ROOT, calibration_row, environment, held_plan_load, write_section
 from bench.rod_spark import rod_section
 from controller.calibration import (
     apply_overlay,
@@ -148,14 +148,7 @@ def calibration_table(sc: ScenarioFile, work: Path, out: dict[str, dict[str, Any
         else:
             load = replay_sim(cal_sc, placement=m, ticks=BATCHES).series.node_load.to_numpy()
         pred = predicted_batches(load, sc.tick_s, bm, skip=WARMUP)
-        timed = read_batches(work / m)[WARMUP:]
-        busiest = float(np.median([b.busy_s.max() for b in timed]))
-        p50, p99 = s["batch_duration_p50"], s["batch_duration_p99"]
-        q50, q99 = pred["predicted_batch_duration_p50"], pred["predicted_batch_duration_p99"]
-        rows.append(
-            f"| {m} | {p50:.2f} | {q50:.2f} | {q50 / p50:.2f} | {p99:.2f} | {q99:.2f} | "
-            f"{q99 / p99:.2f} | {busiest:.2f} | {pred['predicted_busiest_partition_s_p50']:.2f} |"
-        )
+        rows.append(calibration_row(m, s, pred, read_batches(work / m)[WARMUP:]))
     c = overlay.calibration
     head = (
         f"Fitted on the hash run ({c.batches} batches): {c.measured_us_per_row:.0f} us per row "

@@ -66,3 +66,18 @@ def held_plan_load(scenario: Any, assignment: Any, ticks: int) -> Any:
     sim.apply(Plan(placement=Placement(units=sim.units.ids, nodes=sim.cluster.ids, assignment=a)))
     sim.step(ticks)
     return sim.result().node_load.to_numpy()
+
+
+def calibration_row(method: str, run: dict[str, Any], pred: dict[str, Any], batches: Any) -> str:
+    """A calibration table's row: a Spark run's measured batch p50/p99 (its summary), the
+    calibrated simulator's predicted ones and their ratios, and the busiest partition's busy
+    seconds (the median over ``batches``, its timed batch statistics) against the prediction."""
+    import numpy as np
+
+    busiest = float(np.median([b.busy_s.max() for b in batches]))
+    p50, p99 = run["batch_duration_p50"], run["batch_duration_p99"]
+    q50, q99 = pred["predicted_batch_duration_p50"], pred["predicted_batch_duration_p99"]
+    return (
+        f"| {method} | {p50:.2f} | {q50:.2f} | {q50 / p50:.2f} | {p99:.2f} | {q99:.2f} | "
+        f"{q99 / p99:.2f} | {busiest:.2f} | {pred['predicted_busiest_partition_s_p50']:.2f} |"
+    )

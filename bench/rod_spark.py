@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import ROOT, environment, held_plan_load, write_section
+from bench.common import ROOT, calibration_row, environment, held_plan_load, write_section
 from controller.calibration import apply_overlay, calibrate, predicted_batches, read_batches
 from controller.scenario import ScenarioFile, load_scenario
 from controller.spark_replay import replay_spark
@@ -131,15 +131,8 @@ def rod_calibration(sc: ScenarioFile, work: Path, runs: dict[str, dict[str, Any]
         a = make_policy(sc, m, ctx=ctx).initial_plan().placement.as_array()
         load = held_plan_load(cal, a, ROD_BATCHES)
         pred = predicted_batches(load, sc.tick_s, bm, skip=1)
-        busiest = float(
-            np.median([b.busy_s.max() for b in read_batches(work / f"{m}-{ROD_CAL_SCALE}")[1:]])
-        )
-        p50, p99 = runs[m]["batch_duration_p50"], runs[m]["batch_duration_p99"]
-        q50, q99 = pred["predicted_batch_duration_p50"], pred["predicted_batch_duration_p99"]
-        rows.append(
-            f"| {m} | {p50:.2f} | {q50:.2f} | {q50 / p50:.2f} | {p99:.2f} | {q99:.2f} | "
-            f"{q99 / p99:.2f} | {busiest:.2f} | {pred['predicted_busiest_partition_s_p50']:.2f} |"
-        )
+        timed = read_batches(work / f"{m}-{ROD_CAL_SCALE}")[1:]
+        rows.append(calibration_row(m, runs[m], pred, timed))
     c = overlay.calibration
     head = (
         f"Calibration at scale {ROD_CAL_SCALE:g} (target: predicted batch duration p50 and p99 "
