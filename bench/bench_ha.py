@@ -2,8 +2,8 @@
 restart), passive-standby overhead, controller failover.
 
 Run: .venv/bin/python -m bench.bench_ha  (``driver``: only the driver failover; ``controller``:
-only the controller failover; ``sim``: only the simulator's policies; each of the last two has
-its own section)
+only the controller failover; ``sim``: only the simulator's policies; ``dpc``: only DPC on
+Spark, live; each of the last three has its own section)
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 
 from bench.common import ROOT, environment, write_section
 from bench.controller_failover import controller_failover, section
+from bench.dpc_spark import section as dpc_section
 from controller.compare import compare_ha
 from controller.replay import replay_sim
 from controller.scenario import load_scenario
@@ -225,6 +226,12 @@ def passive_overhead() -> dict[str, float]:
 
 
 def main() -> None:
+    if sys.argv[1:] in ([], ["dpc"]):
+        dpc = dpc_section()
+        write_section("DPC on Spark", dpc)
+        print(dpc)
+        if sys.argv[1:] == ["dpc"]:
+            return
     if sys.argv[1:] == ["driver"]:  # re-measure only the driver failover
         warm, cold = driver_kill(True), driver_kill(False)
         print(f"warm {warm:.1f} s, cold {cold:.1f} s, ratio {warm / cold:.2f}")

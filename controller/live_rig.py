@@ -6,7 +6,9 @@ own ``trimtab`` process (ended by pid, never by name).
 * ``run_live``: daemon first (it publishes plan 0), then the driver on a processing-time
   trigger, then, once the driver's session is up, the writer (a segment every trigger, then
   the log is closed), so the driver's start-up does not become a backlog. Returns what
-  ``trimtab pipeline run`` printed (end-to-end latency, backlog, fenced executors).
+  ``trimtab pipeline run`` printed (end-to-end latency, backlog, fenced executors);
+* ``run_silenced``: a live driver (plan 0, no daemon) and a paced writer, with one input
+  stream silenced by ``trimtab inject silence-stream`` part-way: DPC's timeline.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["daemon_config", "run_live", "trimtab_exe"]
+__all__ = ["daemon_config", "run_live", "run_silenced", "trimtab_exe"]
 
 
 def trimtab_exe() -> str:
@@ -94,3 +96,63 @@ def run_live(
         for p in procs:
             if p.poll() is None:
                 os.kill(p.pid, signal.SIGKILL)
+
+
+def run_silenced(
+    scenario: Path,
+    work: Path,
+    segments: int,
+    silence: tuple[str, int, float],
+    scale: float = 0.1,
+    trigger_s: float = 2.0,
+    timeout_s: float = 300.0,
+) -> dict[str, Any]:
+    """A live local[2] driver and writer; once segment ``silence[1]`` is written,
+    ``trimtab inject silence-stream silence[0] --seconds silence[2]``. Returns the driver's
+    result, under ``timeline`` ``spark_adapter.dpc.result_timeline`` (the scenario's ``ha.dpc``
+    decides the mode) and under ``verify`` the stable view against the reference."""
+    from controller.scenario import load_scenario
+    from spark_adapter.dpc import result_timeline
+    from spark_adapter.query import compile_query
+    from spark_adapter.source import InputLog
+    from spark_adapter.verification import verify_workdir
+
+    sc = load_scenario(scenario)
+    stream, at, seconds = silence
+    live = next(s.id for s in sc.streams if s.id != stream)
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    kw: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    exe, common = trimtab_exe(), [str(scenario), "--workdir", str(work)]
+    drv = [exe, "pipeline", "run", *common, "--trigger-s", str(trigger_s), "--default-plan"]
+    gen = [exe, "input", "generate", *common, "--segments", str(segments)]
+    gen += ["--scale", str(scale), "--pace-s", str(trigger_s), "--close"]
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        procs.append(subprocess.Popen(drv, env=env, **kw))
+        _wait_for(work / "app.json", procs[0], 120, "the driver")
+        procs.append(subprocess.Popen(gen, env=env, **kw))
+        _wait_for(
+            work / "input" / f"seg-{at:06d}.parquet", procs[1], 60 + at * trigger_s, "the writer"
+        )
+        inject = [exe, "inject", "silence-stream", stream, "--seconds", str(seconds)]
+        subprocess.run([*inject, "--workdir", str(work)], env=env, check=True, **kw)
+        outs = []
+        for p in (procs[1], procs[0]):
+            out, err = p.communicate(timeout=timeout_s)
+            if p.returncode != 0:
+                raise RuntimeError(f"{p.args[1]} failed ({p.returncode}): {err[-3000:]}")
+            outs.append(out)
+        result = json.loads(outs[1])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGKILL)
+    q = compile_query(sc)
+    # exactly once: the stable view against the reference over the log written again with the
+    # holds its journal recorded (the driver trims the live log past its snapshots)
+    ref = InputLog(work.parent / f"{work.name}-ref-input")
+    ref.generate(sc, segments, scale=scale, silence=InputLog(work / "input").silences())
+    return result | {
+        "timeline": result_timeline(work, q.size_s, live, stream),
+        "verify": verify_workdir(work, q, input_dir=ref.root),
+    }

@@ -29,6 +29,7 @@ from controller.routing import RoutingPolicy
 from controller.scenario import ScenarioFile
 from controller.wiring import make_policy, spark_context, with_shedding
 from simulator import SimResult
+from spark_adapter.dpc import dpc_summary
 from spark_adapter.executor_pool import LOCAL_EXECUTORS
 from spark_adapter.verification import output_mismatch
 
@@ -86,7 +87,8 @@ def replay_spark(
     work = Path(workdir or tempfile.mkdtemp(prefix="trimtab-spark-"))
     pipe, sub, loop = _steered_pipeline(spark, scenario, run, work, scale, interval_batches)
     if input_dir is None:
-        rows_in = pipe.input.generate(scenario, batches, scale=scale)
+        silence = scenario.input_outages()  # a silent input: held back, then its backlog
+        rows_in = pipe.input.generate(scenario, batches, scale=scale, silence=silence)
     else:
         rows_in = _copy_input(Path(input_dir), pipe, set(pipe.q.sides))
     _report_progress(pipe, progress)
@@ -238,6 +240,8 @@ def _steered_pipeline(
         window_drops=scenario.controller.shedding.window_drops,
         follow_executors=scenario.controller.scaling.enabled,
         warm_executors=scenario.controller.scaling.warm_up,
+        dpc_mode=ha.dpc.mode,
+        dpc_max_delay_s=ha.dpc.max_delay_s,
     )
     pipe = SparkPipeline(spark, q, work, opts)
     sub = SparkSubstrate(pipe, list(q.sides), scenario.tick_s)
@@ -309,6 +313,7 @@ def _summary(
         **_scaling_figures(real, sub.published),
         "executor_actions": list(pipe.pool.log) if pipe.pool is not None else [],
         "routing_per_batch": _routing_per_batch(timed, pipe),
+        "dpc": dpc_summary(stats, sc.controller.ha.dpc.mode),
     }
 
 

@@ -285,6 +285,17 @@ class Scenario(BaseModel):
         times |= {f.at_s for f in self.faults}
         return sorted(t for t in times if t < self.duration_s)
 
+    def input_outages(self) -> list[tuple[str, int, int]]:
+        """Input streams unreachable (``partition`` faults naming a stream), in ticks:
+        (stream, first tick, end tick exclusive; 30 s when the fault gives no duration)."""
+        out = []
+        for f in self.faults:
+            if f.kind == "partition" and f.stream is not None:
+                start = round(f.at_s / self.tick_s)
+                end = start + max(1, round((f.duration_s or 30.0) / self.tick_s))
+                out.append((f.stream, start, end))
+        return out
+
     @property
     def ticks(self) -> int:
         """Number of ticks in the scenario."""

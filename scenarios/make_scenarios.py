@@ -824,6 +824,60 @@ def dpc_scenarios() -> None:
             },
         },
     )
+    write(
+        "spark-silent-input",
+        {
+            "description": "DPC on Spark, live: R join S on the key (window 8 s, slide 4 s), "
+            "counted per key, 2 s ticks (a live writer paces one tick per 2 s trigger, so "
+            "event time keeps wall time). S goes silent at 12 s for 10 s (a partition fault "
+            "in a replay; `trimtab inject silence-stream S --seconds 10` live); results wait "
+            "at most 2 s for it, go out tentative from R alone, and are corrected once S's "
+            "backlog arrives.",
+            "seed": 13,
+            "duration_s": 48,
+            "tick_s": 2.0,
+            "cluster": nodes(2),
+            "streams": [
+                {
+                    "id": "R",
+                    "rate": {"kind": "constant", "rate": 1000},
+                    "keys": {"space": 200, "distribution": "zipf", "s": 1.1},
+                },
+                {
+                    "id": "S",
+                    "rate": {"kind": "constant", "rate": 800},
+                    "keys": {"space": 200, "distribution": "uniform"},
+                },
+            ],
+            "operators": [
+                {
+                    "id": "join_rs",
+                    "kind": "join",
+                    "inputs": ["R", "S"],
+                    "cost_us": 150,
+                    "selectivity": 0.5,
+                    "key_groups": 6,
+                    "window": {"size_s": 8, "slide_s": 4},
+                },
+                {
+                    "id": "count_k",
+                    "kind": "aggregate",
+                    "inputs": ["join_rs"],
+                    "cost_us": 60,
+                    "key_groups": 6,
+                    "window": {"size_s": 8, "slide_s": 4},
+                    "params": {"key": "k", "agg": "count"},
+                },
+            ],
+            "faults": [{"at_s": 12.0, "kind": "partition", "stream": "S", "duration_s": 10.0}],
+            "controller": {
+                "interval_s": 4,
+                "window_k": 4,
+                "placement": {"method": "least-loaded"},
+                "ha": {"dpc": {"mode": "tentative", "max_delay_s": 2.0}},
+            },
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -47,15 +47,11 @@ class Outage:
 
 
 def outages(scenario: Scenario, streams: list[str], ticks: int) -> list[Outage]:
-    """The scenario's input outages (``partition`` faults naming a stream), in ticks."""
-    tick = scenario.tick_s
-    out = []
-    for f in scenario.faults:
-        if f.kind == "partition" and f.stream is not None:
-            start = round(f.at_s / tick)
-            end = start + max(1, round((f.duration_s or 30.0) / tick))
-            out.append(Outage(streams.index(f.stream), min(start, ticks), min(end, ticks - 1)))
-    return out
+    """The scenario's input outages (``Scenario.input_outages``), clipped to the run."""
+    return [
+        Outage(streams.index(s), min(a, ticks), min(b, ticks - 1))
+        for s, a, b in scenario.input_outages()
+    ]
 
 
 def partners(net: QueryNetwork) -> NDArray[np.bool_]:

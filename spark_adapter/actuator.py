@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import os
 import sqlite3
 import tempfile
@@ -170,6 +171,7 @@ class BatchPin:
     watermark_prev: float
     watermark: float
     replay: bool
+    tentative: tuple[float, float] = (-math.inf, -math.inf)  # DPC: (previous, this batch's)
 
 
 class PinRow(NamedTuple):
@@ -207,22 +209,44 @@ class PlanLog:
             CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
             """
         )
+        cols = {r[1] for r in self._db.execute("PRAGMA table_info(pins)")}
+        if "twm" not in cols:  # a log from before DPC: tentative = stable
+            self._db.execute("ALTER TABLE pins ADD COLUMN twm REAL")
 
-    def resolve(self, batch_id: int, plans: PlanStore, watermark: float) -> tuple[Plan, BatchPin]:
-        """The pinned plan and watermarks for ``batch_id``; pins the current ones on first sight."""
+    def resolve(
+        self,
+        batch_id: int,
+        plans: PlanStore,
+        watermark: float,
+        tentative: float | None = None,
+    ) -> tuple[Plan, BatchPin]:
+        """The pinned plan and watermarks for ``batch_id``; pins the current ones on first sight.
+
+        ``watermark`` is the stable watermark, ``tentative`` DPC's (``spark_adapter.dpc``;
+        default: the stable one). Both are pinned and never go back.
+        """
         row = self._db.execute(
-            "SELECT plan_version, wm_prev, wm FROM pins WHERE batch_id=?", (batch_id,)
+            "SELECT plan_version, wm_prev, wm, COALESCE(twm, wm) FROM pins WHERE batch_id=?",
+            (batch_id,),
         ).fetchone()
-        if row is not None:
-            return plans.load(row[0]), BatchPin(batch_id, row[0], row[1], row[2], True)
         prev = self._db.execute(
-            "SELECT wm FROM pins WHERE batch_id<? ORDER BY batch_id DESC LIMIT 1", (batch_id,)
+            "SELECT wm, COALESCE(twm, wm) FROM pins WHERE batch_id<? ORDER BY batch_id DESC "
+            "LIMIT 1",
+            (batch_id,),
         ).fetchone()
+        twm_prev = prev[1] if prev else -math.inf
+        if row is not None:
+            pin = BatchPin(batch_id, row[0], row[1], row[2], True, (twm_prev, row[3]))
+            return plans.load(row[0]), pin
         wm_prev = prev[0] if prev else float("-inf")
         wm = max(watermark, wm_prev)
+        twm = max(wm, twm_prev, watermark if tentative is None else tentative)
         plan = plans.load_current()
-        self._db.execute("INSERT INTO pins VALUES (?,?,?,?)", (batch_id, plan.version, wm_prev, wm))
-        return plan, BatchPin(batch_id, plan.version, wm_prev, wm, False)
+        self._db.execute(
+            "INSERT INTO pins (batch_id, plan_version, wm_prev, wm, twm) VALUES (?,?,?,?,?)",
+            (batch_id, plan.version, wm_prev, wm, twm),
+        )
+        return plan, BatchPin(batch_id, plan.version, wm_prev, wm, False, (twm_prev, twm))
 
     def pin_rows(self) -> list[PinRow]:
         """All pins, in batch order."""

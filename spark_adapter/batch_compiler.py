@@ -290,6 +290,15 @@ class BatchSpec:
     every_key_split: bool  # round-robin: merged on the cluster
     costs_by_side: tuple[tuple[int, float], ...]  # per-row CPU cost (us) of each side
     query: QuerySpec  # the keyed stage with the plan's operator parameters in effect
+    twm_prev: float = -math.inf  # DPC's tentative watermarks (``spark_adapter.dpc``)
+    twm: float = -math.inf
+
+    @property
+    def tentative(self) -> tuple[float, float] | None:
+        """The tentative watermark pair when it closes windows beyond the stable one."""
+        if self.twm > max(self.twm_prev, self.wm) and self.wm != math.inf:
+            return self.twm_prev, self.twm
+        return None
 
 
 def routed_partitions(plan: Plan, q: QuerySpec, running: int) -> int:
@@ -359,4 +368,6 @@ def compile_batch(
         every_key_split=every_key_split(plan),
         costs_by_side=tuple(sorted(q.costs_by_side.items())),
         query=q,
+        twm_prev=max(pin.tentative[0], pin.watermark_prev),
+        twm=max(pin.tentative[1], pin.watermark),
     )

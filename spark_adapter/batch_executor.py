@@ -91,6 +91,7 @@ def shed_and_route(df: DataFrame, state: DataFrame, spec: BatchSpec) -> DataFram
 def fold(merged: DataFrame, spec: BatchSpec, q: QuerySpec) -> DataFrame:
     """Each partition folds its rows into state and emits partials and its statistics."""
     wm_prev, wm, costs = spec.wm_prev, spec.wm, dict(spec.costs_by_side)
+    tentative = spec.tentative
 
     def fold_partition(it: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         frames = list(it)
@@ -98,7 +99,7 @@ def fold(merged: DataFrame, spec: BatchSpec, q: QuerySpec) -> DataFrame:
         rows = (
             pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=FOLD_COLUMNS)
         )
-        yield update_partition(rows, q, pid, wm_prev, wm, costs)
+        yield update_partition(rows, q, pid, wm_prev, wm, costs, tentative)
 
     return (
         merged.repartitionById(spec.partitions, "pid")
@@ -107,9 +108,10 @@ def fold(merged: DataFrame, spec: BatchSpec, q: QuerySpec) -> DataFrame:
     )
 
 
-def emitted(spec: BatchSpec) -> tuple[F.Column, F.Column]:
-    """('O' rows the batch emits, those of them that are split keys)."""
-    out = F.col("tag") == "O"
+def emitted(spec: BatchSpec, tag: str = "O") -> tuple[F.Column, F.Column]:
+    """(``tag`` rows the batch emits, those of them that are split keys); 'O': final
+    partials, 'P': tentative ones (DPC)."""
+    out = F.col("tag") == tag
     if spec.emit is not None:
         out = out & F.expr(spec.emit)
     split = F.col("key").isin(list(spec.split_keys)) if spec.split_keys else F.lit(False)
@@ -117,10 +119,14 @@ def emitted(spec: BatchSpec) -> tuple[F.Column, F.Column]:
 
 
 def collect(res: DataFrame, spec: BatchSpec) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The statistics rows and the split keys' partials, brought to the driver in one job."""
+    """The statistics rows and the split keys' partials ('O', and 'P' while DPC emits
+    tentative windows), brought to the driver in one job."""
     _, split = emitted(spec)
+    if spec.tentative is not None:
+        split = split | emitted(spec, "P")[1]
     got = res.where(F.col("tag").isin("T", "K", "H") | split).toPandas()
-    return got[got["tag"] != "O"], got[got["tag"] == "O"]
+    partial = got["tag"].isin(["O", "P"])
+    return got[~partial], got[partial]
 
 
 def output_frame(partials: DataFrame, spec: BatchSpec, q: QuerySpec) -> DataFrame:
@@ -145,11 +151,18 @@ def output_frame(partials: DataFrame, spec: BatchSpec, q: QuerySpec) -> DataFram
 
 
 def write_output(
-    res: DataFrame, split: pd.DataFrame, path: Path, spec: BatchSpec, q: QuerySpec
+    res: DataFrame,
+    split: pd.DataFrame,
+    path: Path,
+    spec: BatchSpec,
+    q: QuerySpec,
+    tag: str = "O",
 ) -> int:
-    """Write the batch's final values to ``path`` (overwritten on replay): the cluster writes
-    the whole keys, the driver adds the merged split keys as one file. Returns the rows."""
-    out, out_split = emitted(spec)
+    """Write the batch's final values (``tag`` 'O'; 'P': its tentative ones) to ``path``
+    (overwritten on replay): the cluster writes the whole keys, the driver adds the merged
+    split keys as one file. Returns the rows."""
+    out, out_split = emitted(spec, tag)
+    split = split[split["tag"] == tag] if len(split) else split
     output_frame(res.where(out & ~out_split), spec, q).write.mode("overwrite").parquet(str(path))
     if len(split):
         charge_merge(q, len(split))

@@ -148,10 +148,16 @@ def update_partition(
     wm_prev: float,
     wm: float,
     costs_by_side: dict[int, float],
+    tentative: tuple[float, float] | None = None,
 ) -> pd.DataFrame:
-    """Fold one partition's input ('I') and state ('S') rows; return S, O, T, K and H rows.
+    """Fold one partition's input ('I') and state ('S') rows; return S, O, P, T, K and H rows.
 
-    Input rows may carry their ``event_id``; the T row reports the range it saw.
+    ``wm_prev``/``wm`` are the stable watermarks: windows they close are emitted final ('O'),
+    rows of windows closed before are late, and panes are pruned by them. ``tentative`` is the
+    DPC watermark pair (previous, now; ``spark_adapter.dpc``): windows it passes beyond the
+    stable watermark are emitted TENTATIVE ('P') once, with what has arrived, and keep their
+    panes, so the stable emission corrects them. Input rows may carry their ``event_id``; the
+    T row reports the range it saw.
     """
     t0 = time.perf_counter()
     inp, st = rows[rows["tag"] == "I"], rows[rows["tag"] == "S"]
@@ -169,6 +175,7 @@ def update_partition(
     panes = _fold_panes(inp[~late], st)
     j_lo, j_hi = _window_range(q, wm_prev, wm, panes["pane"].to_numpy())
     partials = _emit_windows(panes, q.panes_per_window, j_lo, j_hi)
+    provisional = _tentative(panes, q, wm, tentative)
     if wm == math.inf:
         state = panes.iloc[0:0]  # the final flush: every window is closed
     else:
@@ -185,10 +192,22 @@ def update_partition(
         "ev_hi": [int(ids.max()) if len(ids) else -1],
         "busy_s": [time.perf_counter() - t0],
     }
-    out = [partials.assign(tag="O"), state.assign(tag="S"), pd.DataFrame(load)]
+    out = [partials.assign(tag="O"), provisional, state.assign(tag="S"), pd.DataFrame(load)]
     if len(inp):
         out += _key_counts(inp[~late], inp)
     return _typed(_concat(out, FOLD_COLUMNS), pid)
+
+
+def _tentative(
+    panes: pd.DataFrame, q: QuerySpec, wm: float, tentative: tuple[float, float] | None
+) -> pd.DataFrame:
+    """'P' rows: partials of the windows the tentative watermark closes now and the stable one
+    has not (each window once: those closed by an earlier tentative watermark are skipped)."""
+    if tentative is None or wm == math.inf or tentative[1] <= wm:
+        return panes.iloc[0:0].assign(tag="P")
+    start = max(tentative[0], wm)
+    j_lo, j_hi = _window_range(q, start, tentative[1], panes["pane"].to_numpy())
+    return _emit_windows(panes, q.panes_per_window, j_lo, j_hi).assign(tag="P")
 
 
 def _fold_panes(inp: pd.DataFrame, st: pd.DataFrame) -> pd.DataFrame:

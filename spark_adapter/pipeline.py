@@ -25,7 +25,6 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,91 +40,15 @@ from spark_adapter import verification
 from spark_adapter.actuator import BatchPin, PlanLog, PlanStore, retire_plans
 from spark_adapter.batch_compiler import BatchSpec, compile_batch, drop_floors, window_keep
 from spark_adapter.batchstats import BatchStats, retire_batch_stats, write_batch_stats
+from spark_adapter.dpc import Coverage, dpc_info
 from spark_adapter.executor_pool import ExecutorPool, live_executor_count
 from spark_adapter.operators import ROW_COLUMNS, ROW_DDL
+from spark_adapter.options import PipelineOptions
 from spark_adapter.query import QuerySpec
 from spark_adapter.recovery import Retention, SegmentIndex, restore, snapshot_state
 from spark_adapter.source import INPUT_SCHEMA_DDL, InputLog
 
 __all__ = ["PipelineOptions", "SparkPipeline"]
-
-
-@dataclass(frozen=True)
-class PipelineOptions:
-    """How a pipeline runs, fixed at construction.
-
-    * ``partitions``: the keyed stage's partitions (a plan's ``scale`` runs fewer);
-    * ``truncate_every``: a reliable checkpoint of the state every k batches (0: never);
-    * ``snapshot_every``: passive standby, a Parquet state snapshot every k batches (0: none);
-      with ``snapshot_mtbf_s`` k adapts by Young/Daly to the measured snapshot cost
-      (``ha.passive_standby.CheckpointCadence``, starting at ``snapshot_every``, at most
-      ``snapshot_max_every``);
-    * ``retention``: input-log trimming, ``none``, ``upstream`` or ``passive`` (``recovery``);
-    * ``replicate_state``: active standby, every cached state block on two executors;
-    * ``window_drops``: shed whole windows (``shedding.window_drops``) instead of tuples;
-    * ``follow_executors``: one executor per running node (plan.scale), requested and released at
-      batch starts (``executor_pool``; standalone and local-cluster masters), a joining one
-      warmed by a small job unless ``warm_executors`` is off;
-    * ``metrics_keep``: newest batches' statistics files kept in ``metrics/`` (0: all);
-      ``retire_plans``: at each snapshot, old plans no restore can load leave ``plans/``;
-    * ``stats_keep``: statistics of the newest batches kept in memory (0: all, as verification
-      needs; a long-running driver keeps its memory bounded).
-    """
-
-    partitions: int
-    truncate_every: int = 10
-    snapshot_every: int = 0
-    snapshot_mtbf_s: float | None = None
-    snapshot_max_every: int = 50
-    retention: str = "none"
-    replicate_state: bool = False
-    window_drops: bool = False
-    follow_executors: bool = False
-    warm_executors: bool = True
-    metrics_keep: int = 1000
-    retire_plans: bool = False
-    stats_keep: int = 0
-
-    @classmethod
-    def for_ha(cls, partitions: int, policy: str, k: int = 10, **more: Any) -> PipelineOptions:
-        """Options carrying out an availability policy (``core.plans.HAPlan.policy``).
-
-        upstream: the input log is trimmed only past reliable state checkpoints (every ``k``
-        batches); passive: Parquet state snapshots every ``k`` batches, the log trimmed past
-        them; active: cached state replicated on two executors (plus upstream retention);
-        none: nothing is trimmed and nothing is replicated.
-
-        >>> o = PipelineOptions.for_ha(2, "passive", 3)
-        >>> (o.truncate_every, o.snapshot_every, o.retention, o.replicate_state)
-        (3, 3, 'passive', False)
-        >>> PipelineOptions.for_ha(2, "active", 5).replicate_state
-        True
-        >>> PipelineOptions.for_ha(2, "nosuch")
-        Traceback (most recent call last):
-        ...
-        ValueError: ha.policy: unknown policy 'nosuch'
-        """
-        if policy == "none":
-            return cls(partitions, **more)
-        if policy not in ("upstream", "passive", "active"):
-            raise ValueError(f"ha.policy: unknown policy {policy!r}")
-        return cls(
-            partitions,
-            truncate_every=k,
-            snapshot_every=k if policy == "passive" else 0,
-            retention="passive" if policy == "passive" else "upstream",
-            replicate_state=policy == "active",
-            **more,
-        )
-
-    def __post_init__(self) -> None:
-        if self.partitions < 1:
-            raise ValueError(f"partitions: must be at least 1, got {self.partitions}")
-        for name in ("truncate_every", "snapshot_every", "metrics_keep", "stats_keep"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name}: must not be negative, got {getattr(self, name)}")
-        if self.retention not in ("none", "upstream", "passive"):
-            raise ValueError(f"retention: unknown mode {self.retention!r}")
 
 
 class SparkPipeline:
@@ -170,6 +93,7 @@ class SparkPipeline:
         self.stats: dict[int, BatchStats] = {}
         self.states: dict[int, DataFrame] = {}  # state after batch b (cached), for replays of b + 1
         self.max_ts = -math.inf
+        self.dpc = Coverage(options.dpc_mode, options.dpc_max_delay_s)  # per-stream watermarks
         spark.sparkContext.setCheckpointDir(str(self.dir / "rdd-checkpoints"))
         self.live_executors = live_executor_count(spark)
         self.pool = (
@@ -204,7 +128,7 @@ class SparkPipeline:
         rebuilds the state of a committed batch (after a driver restart), writing nothing."""
         t0, started_at = time.perf_counter(), time.time()
         marks = [("start", t0)]
-        plan, pin = self.log.resolve(batch_id, self.plans, self.max_ts)
+        plan, pin = self.log.resolve(batch_id, self.plans, *self.dpc.watermarks(self.max_ts))
         if self.fault_hook is not None and not refold:
             self.fault_hook(batch_id, "start")
         spec = self.compile(plan, pin)
@@ -233,12 +157,14 @@ class SparkPipeline:
             time.perf_counter() - t0,
             state_rows,
             rows_out,
-            len(split),
+            int((split["tag"] == "O").sum()) if len(split) else 0,
         )
         st.info["live_executors"] = self.live_executors()
         if self.pool is not None:  # a scale-out's executor may still be starting
             st.info["starting_executors"] = self.pool.starting(st.info["live_executors"])
         st.info["running_partitions"], st.info["nodes"] = spec.partitions, spec.nodes
+        self.dpc.add_segments(self.index.covering(st.event_range))
+        st.info |= dpc_info(spec, self.dir, refold)
         if executors:
             st.info["executors"] = executors
         if not refold:
@@ -289,6 +215,9 @@ class SparkPipeline:
         self._check_fence(spec.batch_id)
         path = self.output_dir / f"batch={spec.batch_id}"
         rows_out = steps.write_output(res, split, path, spec, spec.query)
+        if spec.tentative is not None:  # DPC: windows the tentative watermark closes
+            tent = self.dir / "tentative" / f"batch={spec.batch_id}"
+            steps.write_output(res, split, tent, spec, spec.query, tag="P")
         if self.fault_hook is not None:
             self.fault_hook(spec.batch_id, "output_written")
         self._check_fence(spec.batch_id)
@@ -304,8 +233,11 @@ class SparkPipeline:
             "plan_version": plan.version,
             "keep": keep,
         }
+        if self.dpc.streams:
+            info["dpc"] = self.dpc.state()  # what a restored driver's watermarks start from
         self.log.commit(b, st.rows_out, info)
-        st.info |= self.input.arrival_to_commit(st.event_range, time.time())
+        now = time.time()
+        st.info |= self.input.arrival_to_commit(st.event_range, now) | {"committed_at": now}
         if self.cadence is not None:
             due = self.cadence.batch_done(st.duration_s)
         else:
@@ -445,5 +377,5 @@ class SparkPipeline:
 
     def reset_outputs(self) -> None:
         """Remove outputs and checkpoints (a fresh run over the same input log)."""
-        for d in ("output", "checkpoint", "rdd-checkpoints"):
+        for d in ("output", "tentative", "checkpoint", "rdd-checkpoints"):
             shutil.rmtree(self.dir / d, ignore_errors=True)

@@ -28,6 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from ha.upstream_backup import UpstreamBackup
 from spark_adapter.actuator import PlanLog
 from spark_adapter.batchstats import BatchStats
+from spark_adapter.dpc import Coverage, segment_meta
 from spark_adapter.operators import ROW_COLUMNS, ROW_DDL
 from spark_adapter.source import INPUT_SCHEMA_DDL, InputLog
 
@@ -43,6 +44,8 @@ class Segment(NamedTuple):
     last_id: int
     last_ts: float
     index: int
+    covers: tuple[tuple[str, float], ...] | None = None  # DPC: streams held, up to when
+    streams: tuple[str, ...] = ()  # every stream the writer writes (with covers)
 
 
 class SegmentIndex:
@@ -62,12 +65,15 @@ class SegmentIndex:
                 continue
             tbl = pd.read_parquet(self.log.path(i), columns=["event_id", "ts"])
             if len(tbl):
+                meta = segment_meta(self.log.path(i))
                 new.append(
                     Segment(
                         int(tbl["event_id"].min()),
                         int(tbl["event_id"].max()),
                         float(tbl["ts"].max()),
                         i,
+                        None if meta is None else tuple(sorted(meta[0].items())),
+                        () if meta is None else meta[1],
                     )
                 )
         self.segs = sorted(new)
@@ -80,6 +86,11 @@ class SegmentIndex:
             self.refresh()
         lo, hi = event_range
         return [sg.index for sg in self.segs if sg.last_id >= lo and sg.first_id <= hi]
+
+    def covering(self, event_range: EventRange) -> list[Segment]:
+        """The indexed segments of a batch's event range (their DPC coverage)."""
+        lo, hi = event_range
+        return [sg for sg in self.segs if lo >= 0 and sg.last_id >= lo and sg.first_id <= hi]
 
     def span(self, lo: int, hi: int) -> tuple[EventRange, float]:
         """The exact event-id range and last event time of the segments holding ids lo..hi."""
@@ -191,6 +202,7 @@ class Refolding(Protocol):
     input: InputLog
     states: dict[int, DataFrame]
     max_ts: float
+    dpc: Coverage
 
     def process(self, df: DataFrame, batch_id: int, refold: bool = False) -> BatchStats:
         """Run (here: refold) one batch."""
@@ -226,6 +238,7 @@ def restore(pipe: Refolding) -> int:
         elif ranges[b][0] >= 0:  # a plan log from before commits recorded max_ts
             _, mx = pipe.index.span(int(ranges[b][0]), int(ranges[b][1]))
             pipe.max_ts = max(pipe.max_ts, mx)
+        pipe.dpc.restore(infos.get(b, {}).get("dpc"))  # each commit's coverage (cumulative)
     for b in range(have + 1, last + 1):
         segs = pipe.index.segments_of((int(ranges[b][0]), int(ranges[b][1])))
         df = (

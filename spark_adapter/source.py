@@ -18,9 +18,11 @@ and close the open windows.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +34,15 @@ import pyarrow.parquet as pq
 from core.scenario import Scenario
 from core.workload import key_epochs, rates, sample_keys
 from spark_adapter.actuator import atomic_write
+from spark_adapter.dpc import COVERS_KEY, STREAMS_KEY
 
 __all__ = ["CLOSED", "INPUT_SCHEMA_DDL", "InputLog"]
 
 CLOSED = "_CLOSED"
 TRIMMED = "_TRIMMED"  # hidden from Spark's file source, like _CLOSED
+SHIFT = "_SHIFT"  # backlog segments written so far: a tick's segment index is tick + shift
+HOLD = "_HOLD-"  # _HOLD-<stream>: hold the stream's rows back until the time inside (epoch s)
+HELD = "_HELD"  # journal of the holds delivered: one JSON line (stream, first tick, end tick)
 SEGMENT_ID_BITS = 32  # a segment holds fewer than 2^32 rows
 
 INPUT_SCHEMA_DDL = "event_id LONG, stream STRING, ts DOUBLE, key LONG, v DOUBLE, c DOUBLE"
@@ -63,13 +69,27 @@ class InputLog:
         """The file of segment ``index``."""
         return self.root / f"seg-{index:06d}.parquet"
 
-    def write(self, index: int, frame: pd.DataFrame) -> Path:
-        """Write one segment atomically; an existing segment is never rewritten."""
+    def write(
+        self,
+        index: int,
+        frame: pd.DataFrame,
+        covers: Mapping[str, float] | None = None,
+        streams: tuple[str, ...] = (),
+    ) -> Path:
+        """Write one segment atomically; an existing segment is never rewritten.
+
+        ``covers`` (stream -> event time) says which streams the segment holds and up to when
+        (``spark_adapter.dpc``); without it the segment holds every stream up to its last row.
+        """
         final = self.path(index)
         if final.exists():
             raise FileExistsError(f"segment {index} already exists: segments are immutable")
         tmp = self.root / f".seg-{index:06d}.parquet.tmp"
-        pq.write_table(pa.Table.from_pandas(frame, schema=_ARROW, preserve_index=False), tmp)
+        table = pa.Table.from_pandas(frame, schema=_ARROW, preserve_index=False)
+        if covers is not None:
+            meta = {COVERS_KEY: json.dumps(dict(covers)), STREAMS_KEY: json.dumps(list(streams))}
+            table = table.replace_schema_metadata(meta)
+        pq.write_table(table, tmp)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, final)
@@ -111,6 +131,54 @@ class InputLog:
         s = self.segments()
         return max(s[-1] + 1 if s else 0, self.trimmed_below())
 
+    def shift(self) -> int:
+        """Backlog segments written so far: segment ``tick + shift`` holds the next tick."""
+        f = self.root / SHIFT
+        return int(f.read_text()) if f.exists() else 0
+
+    def next_tick(self) -> int:
+        """The tick a writer that appends goes on with."""
+        return self.next_index() - self.shift()
+
+    def hold(self, stream: str, seconds: float) -> Path:
+        """Hold ``stream``'s rows back for ``seconds`` of wall time (a silent source): a live
+        writer leaves them out of its segments meanwhile, then delivers them as one backlog."""
+        if not seconds > 0:
+            raise ValueError(f"--seconds: must be positive, got {seconds}")
+        path = self.root / f"{HOLD}{stream}"
+        atomic_write(path, json.dumps({"until": time.time() + seconds}).encode())
+        return path
+
+    def streams(self) -> tuple[str, ...]:
+        """The streams the log's writer writes (the newest segment's metadata or rows)."""
+        segs = self.segments()
+        if not segs:
+            return ()
+        meta = pq.read_schema(self.path(segs[-1])).metadata or {}
+        if STREAMS_KEY in meta:
+            return tuple(json.loads(meta[STREAMS_KEY]))
+        return tuple(
+            sorted(
+                set(pq.read_table(self.path(segs[-1]), columns=["stream"])["stream"].to_pylist())
+            )
+        )
+
+    def silences(self) -> list[tuple[str, int, int]]:
+        """The holds this log went through, as ``generate``'s ``silence`` (the journal)."""
+        f = self.root / HELD
+        if not f.exists():
+            return []
+        return [(str(a), int(b), int(c)) for a, b, c in map(json.loads, f.read_text().splitlines())]
+
+    def held(self, now: float) -> set[str]:
+        """Streams a live hold keeps back at wall time ``now``."""
+        out = set()
+        for f in self.root.glob(f"{HOLD}*"):
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                if json.loads(f.read_text())["until"] > now:
+                    out.add(f.name[len(HOLD) :])
+        return out
+
     def retained(self) -> tuple[int, int] | None:
         """(first, last) segment index still present."""
         s = self.segments()
@@ -148,51 +216,101 @@ class InputLog:
         start: int = 0,
         pace_s: float | None = None,
         stop: threading.Event | None = None,
+        silence: Sequence[tuple[str, int, int]] = (),
     ) -> int:
         """Write ``segments`` ticks of the scenario's workload (rates x ``scale``); returns rows.
 
         With ``pace_s`` the segments are written live, one every ``pace_s`` seconds of wall
-        time (the first at once), until done or ``stop`` is set.
+        time (the first at once), until done or ``stop`` is set. A stream held back (``silence``:
+        (stream, first tick, end tick) triples, e.g. ``Scenario.input_outages``; or a live
+        ``hold``) is left out of the segments of those ticks
+        (their metadata says so); its rows arrive as one backlog segment before the first tick
+        it is no longer held, or at the end. A tick's rows do not depend on holds.
         """
         if scale <= 0:
             raise ValueError(f"scale must be positive, got {scale}")
         if pace_s is not None and pace_s <= 0:
             raise ValueError(f"pace_s must be positive, got {pace_s}")
-        per_tick = rates(scenario) * scale  # (T, d)
-        epochs = [key_epochs(s.keys) for s in scenario.streams]  # probs_at: any time
-        total = 0
         t0 = time.monotonic()
         stop = stop or threading.Event()
+        ticks = _TickWriter(self, scenario, scale)
+        ticks.tick = start
         for t in range(start, start + segments):
             if pace_s is not None:
                 delay = max(0.0, t0 + (t - start) * pace_s - time.monotonic())
                 if stop.wait(delay):
                     break  # stopped: ``stop`` was set
-            rng = np.random.default_rng([scenario.seed, 0x5E6, t])
-            frames = []
-            row = per_tick[t % per_tick.shape[0]]
-            for k, s in enumerate(scenario.streams):
-                n = int(rng.poisson(row[k])) if row[k] > 0 else 0
-                ep = epochs[k]
-                probs = ep.probs_at(t * scenario.tick_s)
-                frames.append(
-                    pd.DataFrame(
-                        {
-                            "stream": s.id,
-                            "ts": t * scenario.tick_s + np.sort(rng.random(n)) * scenario.tick_s,
-                            "key": sample_keys(probs, n, rng),
-                            "v": rng.random(n) * 100.0,
-                            "c": rng.random(n) * 250.0,
-                        }
-                    )
-                )
-            seg = pd.concat(frames, ignore_index=True).sort_values(
-                "ts", kind="stable", ignore_index=True
+            held = self.held(time.time()) | {s for s, a, b in silence if a <= t < b}
+            ticks.write(t, held)
+        ticks.deliver(set())  # what is still held arrives now: nothing is lost
+        return ticks.rows
+
+
+class _TickWriter:
+    """Writes a scenario's ticks as segments, holding streams back and delivering backlogs."""
+
+    def __init__(self, log: InputLog, scenario: Scenario, scale: float) -> None:
+        self.log, self.sc = log, scenario
+        self.per_tick = rates(scenario) * scale  # (T, d)
+        self.epochs = [key_epochs(s.keys) for s in scenario.streams]  # probs_at: any time
+        self.streams = tuple(s.id for s in scenario.streams)
+        self.backlog: dict[str, list[pd.DataFrame]] = {}
+        self.until: dict[str, float] = {}
+        self.held_from: dict[str, int] = {}
+        self.rows = 0
+        self.tick = 0  # the tick being written (after the last one: where backlogs go)
+
+    def _frames(self, t: int) -> dict[str, pd.DataFrame]:
+        sc = self.sc
+        rng = np.random.default_rng([sc.seed, 0x5E6, t])
+        row = self.per_tick[t % self.per_tick.shape[0]]
+        out = {}
+        for k, s in enumerate(sc.streams):
+            n = int(rng.poisson(row[k])) if row[k] > 0 else 0
+            probs = self.epochs[k].probs_at(t * sc.tick_s)
+            out[s.id] = pd.DataFrame(
+                {
+                    "stream": s.id,
+                    "ts": t * sc.tick_s + np.sort(rng.random(n)) * sc.tick_s,
+                    "key": sample_keys(probs, n, rng),
+                    "v": rng.random(n) * 100.0,
+                    "c": rng.random(n) * 250.0,
+                }
             )
-            seg.insert(0, "event_id", first_event_id(t) + np.arange(len(seg), dtype=np.int64))
-            self.write(t, seg)
-            total += len(seg)
-        return total
+        return out
+
+    def _segment(self, frames: list[pd.DataFrame], covers: dict[str, float]) -> None:
+        """Write the next segment (index: the current tick + shift)."""
+        seg = pd.concat(frames or [_ARROW.empty_table().to_pandas()], ignore_index=True)
+        seg = seg.drop(columns="event_id", errors="ignore")
+        seg = seg.sort_values("ts", kind="stable", ignore_index=True)
+        idx = self.tick + self.log.shift()
+        seg.insert(0, "event_id", first_event_id(idx) + np.arange(len(seg), dtype=np.int64))
+        self.log.write(idx, seg, covers, self.streams)
+        self.rows += len(seg)
+
+    def deliver(self, held: set[str]) -> None:
+        """Write the backlog of every stream no longer held, one segment each."""
+        for s in sorted(set(self.backlog) - held):
+            frames = self.backlog.pop(s)
+            self._segment(frames, {s: self.until.pop(s)})
+            atomic_write(self.log.root / SHIFT, str(self.log.shift() + 1).encode())
+            first = self.held_from.pop(s)
+            with open(self.log.root / HELD, "a") as f:  # the log can be written again exactly
+                f.write(json.dumps([s, first, first + len(frames)]) + "\n")
+
+    def write(self, t: int, held: set[str]) -> None:
+        """Tick ``t``'s segment, without the ``held`` streams (kept back for later)."""
+        self.tick = t
+        self.deliver(held)
+        frames = self._frames(t)
+        end = (t + 1) * self.sc.tick_s
+        for s in held & set(frames):
+            self.held_from.setdefault(s, t)
+            self.backlog.setdefault(s, []).append(frames.pop(s))
+            self.until[s] = end
+        self._segment(list(frames.values()), dict.fromkeys(frames, end))
+        self.tick = t + 1
 
 
 def first_event_id(segment: int) -> int:

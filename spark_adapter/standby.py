@@ -69,6 +69,8 @@ class DriverOptions:
     suspect_s: float = 5.0  # executor failure detection (the scenario's ha timeouts)
     fail_s: float = 15.0
     partition_speeds: tuple[float, ...] = ()  # the scenario's spark.partition_speeds
+    dpc_mode: str = "tentative"  # the scenario's ha.dpc (``spark_adapter.dpc``)
+    dpc_max_delay_s: float = 2.0
 
 
 def run_driver(
@@ -155,6 +157,8 @@ def _driver_pipeline(spark: Any, sc: Any, work: Path, o: DriverOptions) -> Any:
         warm_executors=o.warm_executors,
         retire_plans=True,  # a long-running driver keeps its plan store bounded
         stats_keep=1000,  # and its memory: the newest batches' statistics
+        dpc_mode=o.dpc_mode,
+        dpc_max_delay_s=o.dpc_max_delay_s,
     )
     return SparkPipeline(spark, compile_query(sc, o.partition_speeds), work, opts)
 

@@ -7,7 +7,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -79,7 +79,7 @@ def pipeline_run(
     from spark_adapter.standby import run_driver
 
     sc = load(scenario)
-    if role == "primary" and trigger_s is None:
+    if role == "primary" and (trigger_s is None or default_plan):  # live: a daemon may publish
         _ensure_plan(sc, workdir, partitions, default_plan)
     try:
         out = run_driver(
@@ -100,6 +100,8 @@ def pipeline_run(
             suspect_s=sc.controller.ha.heartbeat_timeout_s,
             fail_s=sc.controller.ha.failure_timeout_s,
             partition_speeds=sc.spark.partition_speeds,
+            dpc_mode=sc.controller.ha.dpc.mode,
+            dpc_max_delay_s=sc.controller.ha.dpc.max_delay_s,
         )
     except (ValueError, RuntimeError) as e:
         fail(str(e), 1)
@@ -149,8 +151,9 @@ def input_generate(
     log = InputLog(workdir / "input")
     if log.closed:
         fail(f"{log.root}: the log is closed (the stream has ended); use a new workdir", 1)
-    start = log.next_index()  # after the last segment, even when trimmed away
+    start = log.next_tick()  # after the last segment, even when trimmed away
     n = segments if segments is not None else sc.ticks
+    shift = log.shift()
     halt = threading.Event()
     if pace_s is not None:
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -158,8 +161,9 @@ def input_generate(
     rows = log.generate(sc, n, scale=scale, start=start, pace_s=pace_s, stop=halt)
     if close:
         log.close()
-    written = log.next_index() - start  # the pipeline may have trimmed some already
-    print_json({"rows": rows, "segments": written, "first": start, "closed": log.closed})
+    first = start + shift  # backlog segments of a silenced stream shift the indices
+    written = log.next_index() - first  # the pipeline may have trimmed some already
+    print_json({"rows": rows, "segments": written, "first": first, "closed": log.closed})
 
 
 def _ensure_plan(sc: ScenarioFile, workdir: Path, partitions: int, default_plan: bool) -> None:
@@ -334,15 +338,23 @@ def inject_cmd(
         str,
         typer.Argument(
             help="kill-executor, lose-executor, stop-executor, kill-driver, "
-            "kill-controller or stop-controller"
+            "silence-stream, kill-controller or stop-controller"
         ),
     ],
-    target: Annotated[str | None, typer.Argument(help="executor id (executor faults)")] = None,
+    target: Annotated[
+        str | None,
+        typer.Argument(help="executor id (executor faults); stream (silence-stream)"),
+    ] = None,
     workdir: Annotated[
         Path, typer.Option(help="the running pipeline's working directory (app.json)")
     ] = Path("."),
     seconds: Annotated[
-        float, typer.Option(min=0.1, help="stop-executor, stop-controller: how long to stop it")
+        float,
+        typer.Option(
+            min=0.1,
+            help="stop-executor, stop-controller: how long to stop it; silence-stream: how "
+            "long the live writer holds the stream back",
+        ),
     ] = 10.0,
     decision_log: Annotated[
         Path | None,
@@ -350,17 +362,21 @@ def inject_cmd(
     ] = None,
 ) -> None:
     """Inject a fault into a running pipeline, a replay or a live driver (its workdir/app.json
-    names the application and the driver), or into the controller holding the lease of a
-    decision log.
+    names the application and the driver), into the controller holding the lease of a
+    decision log, or into a live input log (silence-stream: the writer holds the stream's rows
+    back for --seconds, then delivers them as a backlog; DPC, ha.dpc).
 
     Example: trimtab inject kill-executor 1 --workdir /tmp/run
     """
     from controller.leadership import CONTROLLER_FAULTS, controller_fault
     from spark_adapter.faults import FAULTS, inject
 
-    known = (*FAULTS, *CONTROLLER_FAULTS)
+    known = (*FAULTS, "silence-stream", *CONTROLLER_FAULTS)
     if fault not in known:
         fail(f"fault: {fault!r} is not {', '.join(known[:-1])} or {known[-1]}")
+    if fault == "silence-stream":
+        print_json(_silence_stream(workdir, target, seconds))
+        return
     try:
         if fault in CONTROLLER_FAULTS:
             print_json(controller_fault(fault, decision_log, seconds))
@@ -370,6 +386,23 @@ def inject_cmd(
         fail(str(e))
     except LookupError as e:
         fail(str(e), 1)
+
+
+def _silence_stream(workdir: Path, stream: str | None, seconds: float) -> dict[str, Any]:
+    """Hold a live input log's stream back (its writer reads the hold before each segment)."""
+    from spark_adapter.source import InputLog
+
+    root = workdir / "input"
+    if not root.is_dir() or not any(root.glob("seg-*.parquet")):
+        fail(f"--workdir: no input log in {root} (is a live writer running there?)")
+    log = InputLog(root)
+    if log.closed:
+        fail(f"--workdir: {root} is closed: the stream has ended, nothing to silence")
+    streams = log.streams()
+    if stream not in streams:
+        fail(f"stream: {stream!r} is not one of the log's streams ({', '.join(streams)})")
+    path = log.hold(stream, seconds)
+    return {"silenced": stream, "seconds": seconds, "hold": str(path)}
 
 
 @app.command("cluster")

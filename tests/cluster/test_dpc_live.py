@@ -1,0 +1,47 @@
+"""DPC on Spark, live: a paced writer and a live driver (local[2], no daemon), with input S
+silenced for 10 s by ``trimtab inject silence-stream`` (cluster marker: real processes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from controller.live_rig import run_silenced
+from tests.conftest import SCENARIOS
+
+pytestmark = pytest.mark.cluster
+SEGMENTS, TRIGGER_S, SILENCE_S, MAX_DELAY_S = 20, 2.0, 10.0, 2.0
+
+
+def silenced_run(tmp: Path, mode: str) -> tuple[dict, Path]:  # type: ignore[type-arg]
+    raw = yaml.safe_load((SCENARIOS / "spark-silent-input.yaml").read_text())
+    raw["faults"] = []  # live: the silence is injected
+    raw["controller"]["ha"]["dpc"] = {"mode": mode, "max_delay_s": MAX_DELAY_S}
+    sc_path = tmp / f"{mode}.yaml"
+    sc_path.write_text(yaml.safe_dump(raw))
+    work = tmp / mode
+    res = run_silenced(sc_path, work, SEGMENTS, ("S", 5, SILENCE_S), 0.05, TRIGGER_S)
+    assert res["verify"]["output_matches_reference"], res["verify"]
+    return res, work
+
+
+def test_tentative_results_flow_through_a_silent_input_and_are_corrected(tmp_path: Path) -> None:
+    res, _ = silenced_run(tmp_path, "tentative")
+    tl = res["timeline"]
+    assert tl["silence_s"] is not None and tl["silence_s"] >= SILENCE_S - TRIGGER_S, tl
+    assert tl["tentative_rows"] > 0 and tl["corrected_rows"] == tl["tentative_rows"], tl
+    # the affected windows went out (tentative) about max_delay after their usual time
+    added = tl["affected_first_latency_p99_s"] - tl["usual_latency_p50_s"]
+    assert added <= MAX_DELAY_S + 2 * TRIGGER_S, tl
+    assert tl["corrections_done_after_backlog_s"] <= 4 * TRIGGER_S, tl
+
+
+def test_block_mode_holds_affected_windows_until_the_input_returns(tmp_path: Path) -> None:
+    res, work = silenced_run(tmp_path, "block")
+    tl = res["timeline"]
+    assert tl["tentative_rows"] == 0 and not (work / "tentative").exists(), tl
+    # results that fell due in the silence waited for S: the added latency is most of it
+    added = tl["affected_first_latency_p99_s"] - tl["usual_latency_p50_s"]
+    assert added >= SILENCE_S - 2 * TRIGGER_S, tl
