@@ -64,8 +64,9 @@ driver runs `trimtab pipeline run --trigger-s {TRIGGER_S:.0f}`, and after segmen
 S's backlog as one segment when the hold ends. `ha.dpc.max_delay_s` = {MAX_DELAY_S:.0f} s.
 A result's latency is from the arrival of the first segment covering its window's end in R
 (the stream that kept flowing) to the commit of the batch that first wrote it (tentative or
-stable); "usual" is over windows due before the silence, "affected" over windows due during
-it; "corrections done" is from the backlog's arrival to the commit of the last correction.
+stable); "usual" is over windows due after the driver's first commit and outside the silence
+and the 4 batch intervals after it, "affected" over windows due during it; "added" is the
+affected p99 less the usual p50; "corrections done" is from the backlog's arrival to the commit of the last correction.
 The stable view (`output/`) is checked against the reference over the same input.
 
 | mode | silence (s) | usual latency p50 (s) | affected, first version p99 (s) | added (s) | tentative rows | corrected rows | corrections done after backlog (s) | output = reference |

@@ -27,9 +27,10 @@ batch emits the same rows.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ __all__ = [
     "COVERS_KEY",
     "STREAMS_KEY",
     "Coverage",
+    "arrivals",
     "dpc_info",
     "dpc_summary",
     "latest_view",
@@ -147,6 +149,19 @@ def dpc_info(spec: Any, workdir: Path, refold: bool) -> dict[str, Any]:
     return out
 
 
+def arrivals(segments: Iterable[Any], path: Callable[[int], Path]) -> dict[str, Any]:
+    """The segments a batch read that carry coverage: index, covers and arrival (file time),
+    so a run's DPC timeline can be told from its statistics once the log is trimmed."""
+    out = []
+    for sg in segments:
+        if sg.covers is None:
+            continue
+        with contextlib.suppress(OSError):
+            at = path(sg.index).stat().st_mtime
+            out.append({"index": sg.index, "covers": dict(sg.covers), "arrived": at})
+    return {"segments": out} if out else {}
+
+
 def dpc_summary(stats: Iterable[Any], mode: str) -> dict[str, Any]:
     """A run's DPC figures from its batches' statistics: tentative result rows, corrections,
     the tentative share of every result row emitted, and rows that came too late (dropped)."""
@@ -180,7 +195,7 @@ def latest_view(workdir: Path, committed: list[int]) -> pd.DataFrame:
     and the batch that emitted it (a correction replaces its tentative row)."""
     stable = read_view(workdir / "output", committed).assign(status="STABLE")
     tent = read_view(workdir / "tentative", committed).assign(status="TENTATIVE")
-    both = pd.concat([tent, stable], ignore_index=True)  # stable after tentative: it wins a tie
+    both = pd.concat([f for f in (tent, stable) if len(f)] or [stable], ignore_index=True)
     both = both.sort_values("batch", kind="stable")
     newest = both.drop_duplicates(["key", "window_start"], keep="last")
     return newest.sort_values(["window_start", "key"], ignore_index=True)
@@ -189,33 +204,33 @@ def latest_view(workdir: Path, committed: list[int]) -> pd.DataFrame:
 def result_timeline(workdir: Path, size_s: float, live: str, silent: str) -> dict[str, Any]:
     """When each (window, key) result first appeared, and when its stable version did, in
     wall time, against when it was due: the arrival of the first segment covering the window's
-    end in the ``live`` stream (``metrics/batch-<b>.json``'s ``committed_at``; segment file
-    times). Windows are *affected* when they fell due while ``silent`` was held back, and
-    corrections are timed from its backlog segment's arrival. For benches and live tests."""
-    segs = sorted((workdir / "input").glob("seg-*.parquet"))
+    end in the ``live`` stream (``metrics/batch-<b>.json``: ``committed_at`` and the
+    ``segments`` each batch read, with their arrival). Windows are *affected* when they fell
+    due while ``silent`` was held back, and corrections are timed from its backlog segment's
+    arrival. For benches and live tests."""
+    committed, segs = {}, {}
+    for f in (workdir / "metrics").glob("batch-*.json"):
+        doc = json.loads(f.read_text())
+        info = doc.get("info", {})
+        if "committed_at" in info:
+            committed[int(doc["batch_id"])] = float(info["committed_at"])
+        for sg in info.get("segments", []):
+            segs[int(sg["index"])] = sg
     arrived, live_end = [], []
     silence_from = backlog_at = math.inf
-    for f in segs:
-        meta = segment_meta(f)
-        if meta is None:
-            continue
-        covers, at = meta[0], f.stat().st_mtime
+    for i in sorted(segs):
+        covers, at = segs[i]["covers"], float(segs[i]["arrived"])
         if live in covers:
             arrived.append(at)
-            live_end.append(covers[live])
+            live_end.append(float(covers[live]))
         if silent not in covers:
             silence_from = min(silence_from, at)
         elif live not in covers:
             backlog_at = min(backlog_at, at)
-    committed = {}
-    for f in (workdir / "metrics").glob("batch-*.json"):
-        doc = json.loads(f.read_text())
-        if "committed_at" in doc.get("info", {}):
-            committed[int(doc["batch_id"])] = float(doc["info"]["committed_at"])
     batches = sorted(committed)
     tent = read_view(workdir / "tentative", batches).assign(tentative=True)
     stable = read_view(workdir / "output", batches).assign(tentative=False)
-    rows = pd.concat([tent, stable], ignore_index=True)
+    rows = pd.concat([f for f in (tent, stable) if len(f)] or [stable], ignore_index=True)
     rows["at"] = rows["batch"].map(committed)
     ends = rows["window_start"].to_numpy(dtype=float) + size_s
     order = np.argsort(live_end)
@@ -226,11 +241,17 @@ def result_timeline(workdir: Path, size_s: float, live: str, silent: str) -> dic
     final = rows[~rows["tentative"]]
     lat = (first["at"] - first["due"]).to_numpy()
     affected = ((first["due"] >= silence_from) & (first["due"] < backlog_at)).to_numpy()
-    before = (first["due"] < silence_from).to_numpy()
+    # usual: due after the driver's first commit (not its start-up backlog) and outside the
+    # silence and the recovery after it (4 batch intervals)
+    times = np.sort(np.fromiter(committed.values(), float))
+    settle = 4 * float(np.median(np.diff(times))) if len(times) > 2 else 0.0
+    due = first["due"].to_numpy()
+    before = (due >= times[0]) & ((due < silence_from) | (due >= backlog_at + settle))
     fixed = final.merge(tent[["key", "window_start"]], on=["key", "window_start"])
     return {
         "usual_latency_p50_s": _q(lat[before], 0.5),
         "usual_latency_p99_s": _q(lat[before], 0.99),
+        "usual_windows": int(first.loc[before, "window_start"].nunique()),
         "affected_first_latency_p99_s": _q(lat[affected], 0.99),
         "affected_windows": int(first.loc[affected, "window_start"].nunique()),
         "tentative_rows": len(tent),

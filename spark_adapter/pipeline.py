@@ -40,7 +40,7 @@ from spark_adapter import verification
 from spark_adapter.actuator import BatchPin, PlanLog, PlanStore, retire_plans
 from spark_adapter.batch_compiler import BatchSpec, compile_batch, drop_floors, window_keep
 from spark_adapter.batchstats import BatchStats, retire_batch_stats, write_batch_stats
-from spark_adapter.dpc import Coverage, dpc_info
+from spark_adapter.dpc import Coverage, arrivals, dpc_info
 from spark_adapter.executor_pool import ExecutorPool, live_executor_count
 from spark_adapter.operators import ROW_COLUMNS, ROW_DDL
 from spark_adapter.options import PipelineOptions
@@ -163,8 +163,9 @@ class SparkPipeline:
         if self.pool is not None:  # a scale-out's executor may still be starting
             st.info["starting_executors"] = self.pool.starting(st.info["live_executors"])
         st.info["running_partitions"], st.info["nodes"] = spec.partitions, spec.nodes
-        self.dpc.add_segments(self.index.covering(st.event_range))
-        st.info |= dpc_info(spec, self.dir, refold)
+        segs = self.index.covering(st.event_range)
+        self.dpc.add_segments(segs)
+        st.info |= dpc_info(spec, self.dir, refold) | arrivals(segs, self.input.path)
         if executors:
             st.info["executors"] = executors
         if not refold:
