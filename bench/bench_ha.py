@@ -1,20 +1,18 @@
-"""Availability targets: simulator ordering, executor kill, driver kill (warm standby vs cold
-restart), passive-standby overhead, controller failover.
+"""Availability targets: simulator ordering, DPC on Spark, driver failover (active and warm
+standby, cold restart), executor kill, passive-standby overhead, controller failover.
 
 Run: .venv/bin/python -m bench.bench_ha  (``driver``: only the driver failover; ``controller``:
 only the controller failover; ``sim``: only the simulator's policies; ``dpc``: only DPC on
-Spark, live; each of the last three has its own section)
+Spark, live; each of these has its own section)
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -22,11 +20,11 @@ import numpy as np
 from bench.common import ROOT, environment, write_section
 from bench.controller_failover import controller_failover, section
 from bench.dpc_spark import section as dpc_section
+from bench.driver_failover import section as driver_section
 from controller.compare import compare_ha
 from controller.replay import replay_sim
 from controller.scenario import load_scenario
 from controller.testing import alternating_plan
-from spark_adapter.standby import wait_for_holder
 
 EXE = str(Path(sys.executable).parent / "trimtab")
 SC = ROOT / "scenarios" / "seed-groupby-window.yaml"
@@ -128,71 +126,6 @@ def prepare(work: Path) -> None:
     PlanStore(work / "plans").publish(alternating_plan(q))
 
 
-def driver_kill(warm: bool) -> float:
-    """Seconds from the primary's crash to the next driver's first committed batch."""
-    work = Path(tempfile.mkdtemp())
-    prepare(work)
-    common = [
-        str(SC),
-        "--workdir",
-        str(work),
-        "--master",
-        "local-cluster[2,1,1024]",
-        "--lease-ttl-s",
-        "3",
-        "--snapshot-every",
-        "2",
-    ]
-    primary = subprocess.Popen(
-        [EXE, "pipeline", "run", *common, "--role", "primary", "--kill-after-output", "3"],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    assert wait_for_holder(work / "lease.sqlite", "primary", 180)
-    standby = None
-    if warm:
-        standby = subprocess.Popen(
-            [
-                EXE,
-                "pipeline",
-                "run",
-                *common,
-                "--role",
-                "standby",
-                "--result",
-                str(work / "next.json"),
-            ],
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-    primary.wait(timeout=600)
-    t_crash = time.time()
-    assert primary.returncode == -signal.SIGKILL
-    if not warm:
-        standby = subprocess.Popen(
-            [
-                EXE,
-                "pipeline",
-                "run",
-                *common,
-                "--role",
-                "primary",
-                "--result",
-                str(work / "next.json"),
-            ],
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-    assert standby is not None
-    standby.wait(timeout=900)
-    res = json.loads((work / "next.json").read_text())
-    shutil.rmtree(work, ignore_errors=True)
-    return float(res["t_first_commit"] - t_crash)
-
-
 def passive_overhead() -> dict[str, float]:
     """Throughput with no state protection, with a state snapshot every 2 batches (passive),
     and with replicated cached state (active), on the same input. A batch's time here is the
@@ -232,10 +165,12 @@ def main() -> None:
         print(dpc)
         if sys.argv[1:] == ["dpc"]:
             return
-    if sys.argv[1:] == ["driver"]:  # re-measure only the driver failover
-        warm, cold = driver_kill(True), driver_kill(False)
-        print(f"warm {warm:.1f} s, cold {cold:.1f} s, ratio {warm / cold:.2f}")
-        return
+    if sys.argv[1:] in ([], ["driver"]):  # the driver's failover: active, warm, cold
+        drv = driver_section()
+        write_section("Driver failover", drv)
+        print(drv)
+        if sys.argv[1:] == ["driver"]:
+            return
     if sys.argv[1:] in ([], ["sim"]):
         sim = sim_section()
         write_section("Availability in the simulator", sim)
@@ -262,7 +197,6 @@ def main() -> None:
         )
     )
     trig = kills["kill-live"]["trigger_s"]
-    warm, cold = driver_kill(True), driver_kill(False)
     ov = passive_overhead()
     base, snap, act = ov["none"], ov["passive"], ov["active"]
     body = f"""
@@ -300,9 +234,7 @@ start included):
 |---|---|---|---|---|---|---|
 {live_rows}
 
-Spark, driver `kill -9` after writing batch 3's output and before committing it: first committed
-batch {warm:.1f} s after the crash with a warm standby, {cold:.1f} s with a cold restart
-(ratio {warm / cold:.2f}; target ≤ 0.5). Both include the 3 s lease expiry.
+The driver's own failover (active, warm and cold) has its section, "Driver failover".
 
 Runtime overhead of state protection (seed-groupby-window x 0.3, median of 3 interleaved runs;
 a batch's time includes its snapshot and commit; target: passive ≤ 10% at the default k = 2):

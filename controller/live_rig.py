@@ -8,7 +8,10 @@ own ``trimtab`` process (ended by pid, never by name).
   the log is closed), so the driver's start-up does not become a backlog. Returns what
   ``trimtab pipeline run`` printed (end-to-end latency, backlog, fenced executors);
 * ``run_silenced``: a live driver (plan 0, no daemon) and a paced writer, with one input
-  stream silenced by ``trimtab inject silence-stream`` part-way: DPC's timeline.
+  stream silenced by ``trimtab inject silence-stream`` part-way: DPC's timeline;
+* ``driver_failover``: a primary driver that dies between a batch's output and its commit,
+  and the driver that takes over: an active standby, a warm (passive) standby or a cold
+  restart.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["daemon_config", "run_live", "run_silenced", "trimtab_exe"]
+__all__ = ["daemon_config", "driver_failover", "run_live", "run_silenced", "trimtab_exe"]
 
 
 def trimtab_exe() -> str:
@@ -156,3 +159,57 @@ def run_silenced(
         "timeline": result_timeline(work, q.size_s, live, stream),
         "verify": verify_workdir(work, q, input_dir=ref.root),
     }
+
+
+def driver_failover(
+    scenario: Path,
+    work: Path,
+    mode: str,
+    kill_after: int = 3,
+    master: str = "local-cluster[2,1,1024]",
+    lease_ttl_s: float = 3.0,
+) -> dict[str, Any]:
+    """``work`` holds an input log and a plan. The primary (``trimtab pipeline run``) is killed
+    by ``--kill-after-output kill_after``; ``mode`` ``active`` starts an active standby first
+    (the primary once it follows), ``standby`` a warm standby once the primary holds the lease,
+    ``cold`` a new primary after the crash. Returns the next driver's result and ``t_crash``."""
+    from spark_adapter.standby import READY, wait_for_holder
+
+    if mode not in ("active", "standby", "cold"):
+        raise ValueError(f"mode: expected active, standby or cold, got {mode!r}")
+    exe = trimtab_exe()
+    common = [exe, "pipeline", "run", str(scenario), "--workdir", str(work), "--master", master]
+    common += ["--lease-ttl-s", str(lease_ttl_s), "--snapshot-every", "2"]
+    nxt = [*common, "--role", "primary" if mode == "cold" else mode]
+    nxt += ["--result", str(work / "next.json")]
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    kw: dict[str, Any] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE, "text": True}
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        if mode == "active":
+            procs.append(subprocess.Popen(nxt, env=env, **kw))
+            _wait_for(work / "active-standby" / READY, procs[-1], 180, "the active standby")
+        primary = subprocess.Popen(
+            [*common, "--role", "primary", "--kill-after-output", str(kill_after)], env=env, **kw
+        )
+        procs.append(primary)
+        if not wait_for_holder(work / "lease.sqlite", "primary", 180):
+            raise RuntimeError("the primary never took the lease")
+        if mode == "standby":
+            procs.append(subprocess.Popen(nxt, env=env, **kw))
+        primary.wait(timeout=600)
+        t_crash = time.time()
+        if primary.returncode != -signal.SIGKILL:
+            err = primary.stderr.read() if primary.stderr else ""
+            lines = [x for x in err.splitlines() if "Error" in x or "error:" in x]
+            raise RuntimeError(f"the primary exited {primary.returncode}: {lines[-5:]}")
+        if mode == "cold":
+            procs.append(subprocess.Popen(nxt, env=env, **kw))
+        _, err = procs[0 if mode == "active" else -1].communicate(timeout=600)
+        if not (work / "next.json").exists():
+            raise RuntimeError(f"the next driver wrote no result: {err[-3000:]}")
+        return json.loads((work / "next.json").read_text()) | {"t_crash": t_crash}
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGKILL)

@@ -287,6 +287,21 @@ class PlanLog:
             for b, i in self._db.execute("SELECT batch_id, info FROM commits")
         }
 
+    def committed_rows(self) -> list[tuple[int, int]]:
+        """(batch, output rows) of every commit."""
+        return [
+            (int(b), int(r or 0))
+            for b, r in self._db.execute("SELECT batch_id, rows_out FROM commits ORDER BY batch_id")
+        ]
+
+    def copy_pin(self, batch_id: int, version: int, wm_prev: float, wm: float, twm: float) -> None:
+        """Pin a batch as another driver pinned it (an active standby following the primary)."""
+        self._db.execute(
+            "INSERT OR IGNORE INTO pins (batch_id, plan_version, wm_prev, wm, twm) "
+            "VALUES (?,?,?,?,?)",
+            (batch_id, version, wm_prev, wm, twm),
+        )
+
     def committed(self) -> list[int]:
         """Committed batch ids, ascending."""
         return [

@@ -202,8 +202,8 @@ def latest_view(workdir: Path, committed: list[int]) -> pd.DataFrame:
 
 
 def result_timeline(workdir: Path, size_s: float, live: str, silent: str) -> dict[str, Any]:
-    """When each (window, key) result first appeared, and when its stable version did, in
-    wall time, against when it was due: the arrival of the first segment covering the window's
+    """When each (window, key) result, and each window (its first row of any key), first
+    appeared, and when the corrections did, in wall time, against when it was due: the arrival of the first segment covering the window's
     end in the ``live`` stream (``metrics/batch-<b>.json``: ``committed_at`` and the
     ``segments`` each batch read, with their arrival). Windows are *affected* when they fell
     due while ``silent`` was held back, and corrections are timed from its backlog segment's
@@ -248,12 +248,17 @@ def result_timeline(workdir: Path, size_s: float, live: str, silent: str) -> dic
     due = first["due"].to_numpy()
     before = (due >= times[0]) & ((due < silence_from) | (due >= backlog_at + settle))
     fixed = final.merge(tent[["key", "window_start"]], on=["key", "window_start"])
+    # per window: when its first row (of any key) appeared, against when it was due
+    win = rows.groupby("window_start").agg(at=("at", "min"), due=("due", "first"))
+    win_lat = (win["at"] - win["due"]).to_numpy()
+    win_affected = ((win["due"] >= silence_from) & (win["due"] < backlog_at)).to_numpy()
     return {
         "usual_latency_p50_s": _q(lat[before], 0.5),
         "usual_latency_p99_s": _q(lat[before], 0.99),
         "usual_windows": int(first.loc[before, "window_start"].nunique()),
         "affected_first_latency_p99_s": _q(lat[affected], 0.99),
-        "affected_windows": int(first.loc[affected, "window_start"].nunique()),
+        "affected_windows": int(win_affected.sum()),
+        "affected_window_first_max_s": _q(win_lat[win_affected], 1.0),
         "tentative_rows": len(tent),
         "corrected_rows": len(fixed),
         "corrections_done_after_backlog_s": (

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple, Protocol
 from urllib.parse import urlparse
@@ -32,7 +33,15 @@ from spark_adapter.dpc import Coverage, segment_meta
 from spark_adapter.operators import ROW_COLUMNS, ROW_DDL
 from spark_adapter.source import INPUT_SCHEMA_DDL, InputLog
 
-__all__ = ["Refolding", "Retention", "Segment", "SegmentIndex", "restore", "snapshot_state"]
+__all__ = [
+    "Refolding",
+    "Retention",
+    "Segment",
+    "SegmentIndex",
+    "restore",
+    "snapshot_state",
+    "source_log_files",
+]
 
 EventRange = tuple[int, int]
 
@@ -124,25 +133,30 @@ class SegmentIndex:
         )
 
     def source_log_files(self, batch_id: int) -> set[str]:
-        """The files of ``batch_id`` in the file source's log: one JSON line per file after a
-        version line, in the batch's own file or, after compaction, in the first ``N.compact``
-        file with N >= the batch."""
-        path = self.source_log / str(batch_id)
-        if not path.exists():
-            compact = sorted(
-                (int(f.name.split(".")[0]), f)
-                for f in self.source_log.glob("*.compact")
-                if int(f.name.split(".")[0]) >= batch_id
-            )
-            if not compact:
-                return set()
-            path = compact[0][1]
-        out = set()
-        for line in path.read_text().splitlines()[1:]:
-            entry = json.loads(line)
-            if entry.get("batchId") == batch_id:
-                out.add(str(entry["path"]))
-        return out
+        """The files of ``batch_id`` in the file source's log (``source_log_files``)."""
+        return source_log_files(self.source_log, batch_id)
+
+
+def source_log_files(source_log: Path, batch_id: int) -> set[str]:
+    """The files of ``batch_id`` in a file source's log: one JSON line per file after a
+    version line, in the batch's own file or, after compaction, in the first ``N.compact``
+    file with N >= the batch."""
+    path = source_log / str(batch_id)
+    if not path.exists():
+        compact = sorted(
+            (int(f.name.split(".")[0]), f)
+            for f in source_log.glob("*.compact")
+            if int(f.name.split(".")[0]) >= batch_id
+        )
+        if not compact:
+            return set()
+        path = compact[0][1]
+    out = set()
+    for line in path.read_text().splitlines()[1:]:
+        entry = json.loads(line)
+        if entry.get("batchId") == batch_id:
+            out.add(str(entry["path"]))
+    return out
 
 
 class Retention:
@@ -158,6 +172,8 @@ class Retention:
         self.mode, self.log, self.index = mode, log, index
         self.backup = UpstreamBackup()
         self.trim_log: list[tuple[int, int, int]] = []  # (batch, trimmed below, replay from)
+        # an active standby still reading the log: never trim at or past this segment
+        self.floor: Callable[[], int | None] = lambda: None
 
     def batch_done(self, batch_id: int, event_range: EventRange, checkpointed: bool) -> None:
         """Record a committed batch's segments; trim what no recovery needs any more."""
@@ -173,7 +189,9 @@ class Retention:
             b.checkpoint(segs[-1], segs[-1] + 1)
         b.ack(segs[-1], b.ckpt_depends_from if b.checkpointed >= 0 else b.trimmed_below)
         if self.mode != "none":
-            tp = b.trim_point()
+            tp, floor = b.trim_point(), self.floor()
+            if floor is not None and floor < tp:
+                return  # retained for an active standby that has not read it yet
             if b.trim():
                 self.log.trim(tp)
             self.trim_log.append((batch_id, b.trimmed_below, b.replay_from()))

@@ -1,4 +1,4 @@
-"""Passive standby for the driver: the driver process under a lease (``core.lease``).
+"""Standby drivers: the driver process under a lease (``core.lease``), warm or active.
 
 Two driver processes share one working directory. The *primary* holds the lease and renews it
 (a heartbeat). A *warm standby* starts its SparkSession in advance and waits; when the lease
@@ -7,7 +7,9 @@ newest state snapshot, refolds the committed batches after it, and resumes the s
 query on the same checkpoint: Spark re-runs the batch the primary had not committed, with the
 plan and watermarks pinned in the plan log, and the idempotent sink replaces any output the
 primary wrote. A driver checks its epoch before writing and before committing, so two drivers
-never commit the same batch (fencing).
+never commit the same batch (fencing). An *active* standby (``spark_adapter.active_standby``)
+instead processes every batch the primary pins, privately, and publishes the ones the primary
+did not commit at takeover: no restore and no refold.
 """
 
 from __future__ import annotations
@@ -23,9 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from core.lease import Lease, read_lease
+from spark_adapter.active_standby import follow, followed_floor, handover, publish, shadow_dir
 from spark_adapter.batchstats import end_to_end
 
-__all__ = ["DriverOptions", "run_driver", "wait_for_holder"]
+__all__ = ["ROLES", "DriverOptions", "run_driver", "wait_for_holder"]
+
+ROLES = ("primary", "standby", "active")
+READY = "_READY"  # in WORKDIR/active-standby: the active standby is up and following
 
 
 def wait_for_holder(lease_file: str | Path, prefix: str, timeout_s: float = 120.0) -> bool:
@@ -76,7 +82,8 @@ class DriverOptions:
 def run_driver(
     workdir: str | Path, scenario_path: str, role: str, **options: Any
 ) -> dict[str, Any]:
-    """Run a pipeline driver as ``primary`` or warm ``standby`` over ``workdir``'s input log.
+    """Run a pipeline driver as ``primary``, warm ``standby`` or ``active`` standby over
+    ``workdir``'s input log (an active standby starts before the primary and follows it).
 
     A standby starts its session, warms its executors and follows the primary's commits
     (restoring snapshots and refolding) while it waits, so a takeover has little left to do.
@@ -89,8 +96,8 @@ def run_driver(
     o = DriverOptions(**options)
     if o.trigger_s is not None and o.trigger_s <= 0:
         raise ValueError(f"trigger_s must be positive, got {o.trigger_s}")
-    if role not in ("primary", "standby"):
-        raise ValueError(f"role: expected 'primary' or 'standby', got {role!r}")
+    if role not in ROLES:
+        raise ValueError(f"role: expected 'primary', 'standby' or 'active', got {role!r}")
     from core.scenario import load_scenario
     from spark_adapter.faults import watching
     from spark_adapter.session import make_session
@@ -101,10 +108,15 @@ def run_driver(
         o.master, f"trimtab-driver-{role}", {"spark.sql.shuffle.partitions": str(o.partitions)}
     )
     _warm_up(spark, o.partitions)
-    pipe = _driver_pipeline(spark, load_scenario(scenario_path), work, o)
+    sc = load_scenario(scenario_path)
     lease = Lease(work / "lease.sqlite", o.lease_ttl_s)
     holder = f"{role}-{os.getpid()}"
-    epoch = _acquire(lease, holder, role, pipe)
+    taken: dict[str, Any] = {}
+    if role == "active":  # follow the primary batch by batch, take over with the state live
+        epoch, pipe, taken = _take_over_active(spark, sc, work, o, lease, holder)
+    else:
+        pipe = _driver_pipeline(spark, sc, work, o)
+        epoch = _acquire(lease, holder, role, pipe)
     times["t_lease"] = time.time()
     stop = threading.Event()
 
@@ -124,7 +136,9 @@ def run_driver(
     times["t_first_commit"] = first_commit[0] if first_commit else None
     times["t_end"] = time.time()
     result = {"role": role, "epoch": epoch, "restored_through": restored, "ended": ended}
-    result |= times | _outcome(pipe, monitor)
+    result |= times | _outcome(pipe, monitor) | taken
+    if taken.get("t_published") is not None:  # the takeover published the batch first
+        result["t_first_commit"] = taken["t_published"]
     if o.result_file is not None:
         Path(o.result_file).write_text(json.dumps(result))
     pipe.cleanup()
@@ -141,17 +155,21 @@ def _outcome(pipe: Any, monitor: Any) -> dict[str, Any]:
     return out | end_to_end([pipe.stats[b] for b in sorted(pipe.stats)])
 
 
-def _driver_pipeline(spark: Any, sc: Any, work: Path, o: DriverOptions) -> Any:
-    """The driver's pipeline: passive standby snapshots, the log retained past them."""
+def _driver_pipeline(
+    spark: Any, sc: Any, work: Path, o: DriverOptions, shadow: bool = False
+) -> Any:
+    """The driver's pipeline: passive standby snapshots, the log retained past them (and past
+    what an active standby has not read); an active standby's own (``shadow``) keeps no
+    snapshots and trims nothing."""
     from spark_adapter.pipeline import PipelineOptions, SparkPipeline
     from spark_adapter.query import compile_query
 
     opts = PipelineOptions(
         o.partitions,
-        snapshot_every=o.snapshot_every,
-        snapshot_mtbf_s=o.mtbf_s,  # Young/Daly from the measured snapshot cost, starting at k
+        snapshot_every=0 if shadow else o.snapshot_every,
+        snapshot_mtbf_s=None if shadow else o.mtbf_s,  # Young/Daly from the snapshot cost
         snapshot_max_every=max(50, o.snapshot_every),
-        retention="passive",
+        retention="none" if shadow else "passive",
         window_drops=o.window_drops,
         follow_executors=o.follow_executors,
         warm_executors=o.warm_executors,
@@ -160,7 +178,40 @@ def _driver_pipeline(spark: Any, sc: Any, work: Path, o: DriverOptions) -> Any:
         dpc_mode=o.dpc_mode,
         dpc_max_delay_s=o.dpc_max_delay_s,
     )
-    return SparkPipeline(spark, compile_query(sc, o.partition_speeds), work, opts)
+    pipe = SparkPipeline(spark, compile_query(sc, o.partition_speeds), work, opts)
+    if not shadow:
+        pipe.retention.floor = followed_floor(work)
+    return pipe
+
+
+def _take_over_active(
+    spark: Any, sc: Any, work: Path, o: DriverOptions, lease: Lease, holder: str
+) -> tuple[int, Any, dict[str, Any]]:
+    """An active standby: process every batch the primary pins in a private pipeline until the
+    lease is free, then catch up, publish what the primary did not commit and hand the live
+    state to a pipeline on the shared directory (``spark_adapter.active_standby``)."""
+    shadow = _driver_pipeline(spark, sc, shadow_dir(work), o, shadow=True)
+    (shadow.dir / READY).touch()  # up and following: a harness may start the primary now
+    b = max(shadow.log.committed(), default=-1) + 1
+    # it takes over from a primary only: never the lease of a pipeline no one has run yet
+    while lease.state().epoch == 0 or (epoch := lease.acquire(holder)) is None:
+        if follow(shadow, work, b):
+            b += 1
+        else:
+            time.sleep(0.1)
+    t_lease = time.time()
+    while follow(shadow, work, b):  # what the primary pinned before it died
+        b += 1
+    published = publish(shadow, work, lambda: lease.valid(epoch))
+    at = time.time() if published else None
+    pipe = _driver_pipeline(spark, sc, work, o)
+    handover(shadow, pipe)
+    followed = sorted(shadow.stats)
+    return (
+        epoch,
+        pipe,
+        {"followed": followed, "published": published, "t_published": at, "t_lease_taken": t_lease},
+    )
 
 
 def _acquire(lease: Lease, holder: str, role: str, pipe: Any) -> int:

@@ -57,7 +57,14 @@ TriggerOpt = Annotated[
 def pipeline_run(
     scenario: Annotated[Path, typer.Argument(help="scenario file (YAML)")],
     workdir: Annotated[Path, typer.Option(help="working directory with the input log and plans")],
-    role: Annotated[str, typer.Option(help="primary or standby (waits for the lease)")] = "primary",
+    role: Annotated[
+        str,
+        typer.Option(
+            help="primary; standby (warm: waits for the lease, then restores and refolds); "
+            "active (processes every batch the primary pins into WORKDIR/active-standby and "
+            "publishes at takeover)"
+        ),
+    ] = "primary",
     master: Annotated[str, typer.Option(help="Spark master")] = "local[2]",
     partitions: Annotated[int, typer.Option(min=1)] = 2,
     lease_ttl_s: Annotated[
@@ -72,13 +79,15 @@ def pipeline_run(
     mtbf_s: MtbfOpt = None,
     trigger_s: TriggerOpt = None,
 ) -> None:
-    """A pipeline driver with a lease: the primary runs; a warm standby takes over when it dies.
+    """A pipeline driver with a lease: the primary runs; a standby takes over when it dies.
 
     Example: trimtab pipeline run scenarios/seed-groupby-window.yaml --workdir w --role standby
     """
     from spark_adapter.standby import run_driver
 
     sc = load(scenario)
+    if role not in ("primary", "standby", "active"):
+        fail(f"--role: {role!r} is not primary, standby or active")
     if role == "primary" and (trigger_s is None or default_plan):  # live: a daemon may publish
         _ensure_plan(sc, workdir, partitions, default_plan)
     try:

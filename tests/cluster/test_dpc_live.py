@@ -32,10 +32,10 @@ def test_tentative_results_flow_through_a_silent_input_and_are_corrected(tmp_pat
     tl = res["timeline"]
     assert tl["silence_s"] is not None and tl["silence_s"] >= SILENCE_S - TRIGGER_S, tl
     assert tl["tentative_rows"] > 0 and tl["corrected_rows"] == tl["tentative_rows"], tl
-    # the affected windows went out (tentative) about max_delay after their usual time (the
-    # target is max_delay + 1 trigger, met in the bench; a trigger of slack for a loaded CI)
-    added = tl["affected_first_latency_p99_s"] - tl["usual_latency_p50_s"]
-    assert added <= MAX_DELAY_S + 2 * TRIGGER_S, tl
+    # every window that fell due in the silence went out (tentative) within max_delay + 1
+    # trigger of its usual time (results that need S's rows exist only once they arrive)
+    added = tl["affected_window_first_max_s"] - tl["usual_latency_p50_s"]
+    assert tl["affected_windows"] >= 2 and added <= MAX_DELAY_S + TRIGGER_S, tl
     assert tl["corrections_done_after_backlog_s"] <= 3 * TRIGGER_S, tl  # the bound
 
 
@@ -43,6 +43,6 @@ def test_block_mode_holds_affected_windows_until_the_input_returns(tmp_path: Pat
     res, work = silenced_run(tmp_path, "block")
     tl = res["timeline"]
     assert tl["tentative_rows"] == 0 and not (work / "tentative").exists(), tl
-    # results that fell due in the silence waited for S: the added latency is most of it
-    added = tl["affected_first_latency_p99_s"] - tl["usual_latency_p50_s"]
-    assert added >= SILENCE_S - 2 * TRIGGER_S, tl
+    # windows that fell due in the silence waited for S: the added latency is most of it
+    added = tl["affected_window_first_max_s"] - tl["usual_latency_p50_s"]
+    assert tl["affected_windows"] >= 2 and added >= SILENCE_S - 2 * TRIGGER_S, tl
