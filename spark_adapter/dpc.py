@@ -208,14 +208,7 @@ def result_timeline(workdir: Path, size_s: float, live: str, silent: str) -> dic
     ``segments`` each batch read, with their arrival). Windows are *affected* when they fell
     due while ``silent`` was held back, and corrections are timed from its backlog segment's
     arrival. For benches and live tests."""
-    committed, segs = {}, {}
-    for f in (workdir / "metrics").glob("batch-*.json"):
-        doc = json.loads(f.read_text())
-        info = doc.get("info", {})
-        if "committed_at" in info:
-            committed[int(doc["batch_id"])] = float(info["committed_at"])
-        for sg in info.get("segments", []):
-            segs[int(sg["index"])] = sg
+    committed, segs = _batch_times(workdir)
     arrived, live_end = [], []
     silence_from = backlog_at = math.inf
     for i in sorted(segs):
@@ -266,6 +259,19 @@ def result_timeline(workdir: Path, size_s: float, live: str, silent: str) -> dic
         ),
         "silence_s": float(backlog_at - silence_from) if math.isfinite(backlog_at) else None,
     }
+
+
+def _batch_times(workdir: Path) -> tuple[dict[int, float], dict[int, dict[str, Any]]]:
+    """Per committed batch its commit time, and per segment read its coverage and arrival."""
+    committed, segs = {}, {}
+    for f in (workdir / "metrics").glob("batch-*.json"):
+        doc = json.loads(f.read_text())
+        info = doc.get("info", {})
+        if "committed_at" in info:
+            committed[int(doc["batch_id"])] = float(info["committed_at"])
+        for sg in info.get("segments", []):
+            segs[int(sg["index"])] = sg
+    return committed, segs
 
 
 def _q(values: np.ndarray, q: float) -> float | None:

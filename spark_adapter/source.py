@@ -36,7 +36,7 @@ from core.workload import key_epochs, rates, sample_keys
 from spark_adapter.actuator import atomic_write
 from spark_adapter.dpc import COVERS_KEY, STREAMS_KEY
 
-__all__ = ["CLOSED", "INPUT_SCHEMA_DDL", "InputLog"]
+__all__ = ["CLOSED", "INPUT_SCHEMA_DDL", "InputLog", "silence_stream"]
 
 CLOSED = "_CLOSED"
 TRIMMED = "_TRIMMED"  # hidden from Spark's file source, like _CLOSED
@@ -311,6 +311,23 @@ class _TickWriter:
             self.until[s] = end
         self._segment(list(frames.values()), dict.fromkeys(frames, end))
         self.tick = t + 1
+
+
+def silence_stream(root: Path, stream: str | None, seconds: float) -> dict[str, Any]:
+    """``trimtab inject silence-stream``: hold a live input log's stream back for ``seconds``
+    (its writer reads the hold before each segment). ``ValueError`` names what is wrong."""
+    if not root.is_dir() or not any(root.glob("seg-*.parquet")):
+        raise ValueError(f"--workdir: no input log in {root} (is a live writer running there?)")
+    log = InputLog(root)
+    if log.closed:
+        raise ValueError(f"--workdir: {root} is closed: the stream has ended, nothing to silence")
+    streams = log.streams()
+    if stream not in streams:
+        raise ValueError(
+            f"stream: {stream!r} is not one of the log's streams ({', '.join(streams)})"
+        )
+    path = log.hold(stream, seconds)
+    return {"silenced": stream, "seconds": seconds, "hold": str(path)}
 
 
 def first_event_id(segment: int) -> int:

@@ -108,30 +108,24 @@ def run_driver(
         o.master, f"trimtab-driver-{role}", {"spark.sql.shuffle.partitions": str(o.partitions)}
     )
     _warm_up(spark, o.partitions)
-    sc = load_scenario(scenario_path)
-    lease = Lease(work / "lease.sqlite", o.lease_ttl_s)
-    holder = f"{role}-{os.getpid()}"
-    taken: dict[str, Any] = {}
-    if role == "active":  # follow the primary batch by batch, take over with the state live
-        epoch, pipe, taken = _take_over_active(spark, sc, work, o, lease, holder)
-    else:
-        pipe = _driver_pipeline(spark, sc, work, o)
-        epoch = _acquire(lease, holder, role, pipe)
-    times["t_lease"] = time.time()
-    stop = threading.Event()
-
-    def heartbeat() -> None:
-        while not stop.wait(o.lease_ttl_s / 3):
-            if not lease.renew(holder, epoch):
-                return
-
-    threading.Thread(target=heartbeat, daemon=True).start()
-    pipe.fence = lambda: lease.valid(epoch)
-    first_commit = _wire_driver(spark, pipe, work, o)
-    restored = pipe.restore()
-    times["t_restored"] = time.time()
+    # a stopped or dead executor is fenced meanwhile, while following or taking over too
     with watching(spark, o.suspect_s, o.fail_s) as monitor:
-        ended = _run(pipe, o.trigger_s)  # a stopped or dead executor is fenced meanwhile
+        sc = load_scenario(scenario_path)
+        lease = Lease(work / "lease.sqlite", o.lease_ttl_s)
+        holder = f"{role}-{os.getpid()}"
+        taken: dict[str, Any] = {}
+        if role == "active":  # follow the primary batch by batch, take over with the state live
+            epoch, pipe, taken = _take_over_active(spark, sc, work, o, lease, holder)
+        else:
+            pipe = _driver_pipeline(spark, sc, work, o)
+            epoch = _acquire(lease, holder, role, pipe)
+        times["t_lease"] = time.time()
+        stop = _heartbeat(lease, holder, epoch)
+        pipe.fence = lambda: lease.valid(epoch)
+        first_commit = _wire_driver(spark, pipe, work, o)
+        restored = pipe.restore()
+        times["t_restored"] = time.time()
+        ended = _run(pipe, o.trigger_s)
     stop.set()
     times["t_first_commit"] = first_commit[0] if first_commit else None
     times["t_end"] = time.time()
@@ -145,6 +139,19 @@ def run_driver(
     with contextlib.suppress(Exception):
         spark.stop()
     return result
+
+
+def _heartbeat(lease: Lease, holder: str, epoch: int) -> threading.Event:
+    """Renew the lease every third of its time to live until the returned event is set."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(lease.ttl_s / 3):
+            if not lease.renew(holder, epoch):
+                return
+
+    threading.Thread(target=beat, daemon=True).start()
+    return stop
 
 
 def _outcome(pipe: Any, monitor: Any) -> dict[str, Any]:

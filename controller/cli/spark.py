@@ -7,7 +7,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -53,18 +53,17 @@ TriggerOpt = Annotated[
 ]
 
 
+ROLE_HELP = (
+    "primary; standby (warm: waits for the lease, then restores and refolds); active (processes"
+    " every batch the primary pins into WORKDIR/active-standby, publishes at takeover)"
+)
+
+
 @pipeline_app.command("run")
 def pipeline_run(
     scenario: Annotated[Path, typer.Argument(help="scenario file (YAML)")],
     workdir: Annotated[Path, typer.Option(help="working directory with the input log and plans")],
-    role: Annotated[
-        str,
-        typer.Option(
-            help="primary; standby (warm: waits for the lease, then restores and refolds); "
-            "active (processes every batch the primary pins into WORKDIR/active-standby and "
-            "publishes at takeover)"
-        ),
-    ] = "primary",
+    role: Annotated[str, typer.Option(help=ROLE_HELP)] = "primary",
     master: Annotated[str, typer.Option(help="Spark master")] = "local[2]",
     partitions: Annotated[int, typer.Option(min=1)] = 2,
     lease_ttl_s: Annotated[
@@ -383,10 +382,12 @@ def inject_cmd(
     known = (*FAULTS, "silence-stream", *CONTROLLER_FAULTS)
     if fault not in known:
         fail(f"fault: {fault!r} is not {', '.join(known[:-1])} or {known[-1]}")
-    if fault == "silence-stream":
-        print_json(_silence_stream(workdir, target, seconds))
-        return
     try:
+        if fault == "silence-stream":
+            from spark_adapter.source import silence_stream
+
+            print_json(silence_stream(workdir / "input", target, seconds))
+            return
         if fault in CONTROLLER_FAULTS:
             print_json(controller_fault(fault, decision_log, seconds))
             return
@@ -395,23 +396,6 @@ def inject_cmd(
         fail(str(e))
     except LookupError as e:
         fail(str(e), 1)
-
-
-def _silence_stream(workdir: Path, stream: str | None, seconds: float) -> dict[str, Any]:
-    """Hold a live input log's stream back (its writer reads the hold before each segment)."""
-    from spark_adapter.source import InputLog
-
-    root = workdir / "input"
-    if not root.is_dir() or not any(root.glob("seg-*.parquet")):
-        fail(f"--workdir: no input log in {root} (is a live writer running there?)")
-    log = InputLog(root)
-    if log.closed:
-        fail(f"--workdir: {root} is closed: the stream has ended, nothing to silence")
-    streams = log.streams()
-    if stream not in streams:
-        fail(f"stream: {stream!r} is not one of the log's streams ({', '.join(streams)})")
-    path = log.hold(stream, seconds)
-    return {"silenced": stream, "seconds": seconds, "hold": str(path)}
 
 
 @app.command("cluster")
