@@ -46,7 +46,7 @@ def spark_count_k(
                 "inputs": ["s"],
                 "cost_us": 2000.0,
                 "key_groups": 8,
-                "window": window,
+                "window": dict(window),
                 "params": {"key": "k", "agg": "count"},
             }
         ],
@@ -771,8 +771,48 @@ def bursty_rod_spark() -> None:
     )
 
 
+def _rs_join(space: int, size_s: float, slide_s: float) -> dict[str, Any]:
+    """R (Zipf keys) join S (uniform keys) on the key, counted per key and window."""
+    window = {"size_s": size_s, "slide_s": slide_s}
+    return {
+        "streams": [
+            {
+                "id": "R",
+                "rate": {"kind": "constant", "rate": 1000},
+                "keys": {"space": space, "distribution": "zipf", "s": 1.1},
+            },
+            {
+                "id": "S",
+                "rate": {"kind": "constant", "rate": 800},
+                "keys": {"space": space, "distribution": "uniform"},
+            },
+        ],
+        "operators": [
+            {
+                "id": "join_rs",
+                "kind": "join",
+                "inputs": ["R", "S"],
+                "cost_us": 150,
+                "selectivity": 0.5,
+                "key_groups": 6,
+                "window": dict(window),
+            },
+            {
+                "id": "count_k",
+                "kind": "aggregate",
+                "inputs": ["join_rs"],
+                "cost_us": 60,
+                "key_groups": 6,
+                "window": dict(window),
+                "params": {"key": "k", "agg": "count"},
+            },
+        ],
+    }
+
+
 def dpc_scenarios() -> None:
     """An input that goes silent: Borealis's Delay, Process and Correct."""
+    dpc = {"dpc": {"mode": "tentative", "max_delay_s": 2.0}}
     write(
         "input-partition-dpc",
         {
@@ -783,44 +823,13 @@ def dpc_scenarios() -> None:
             "seed": 12,
             "duration_s": 300,
             "cluster": nodes(3),
-            "streams": [
-                {
-                    "id": "R",
-                    "rate": {"kind": "constant", "rate": 1000},
-                    "keys": {"space": 500, "distribution": "zipf", "s": 1.1},
-                },
-                {
-                    "id": "S",
-                    "rate": {"kind": "constant", "rate": 800},
-                    "keys": {"space": 500, "distribution": "uniform"},
-                },
-            ],
-            "operators": [
-                {
-                    "id": "join_rs",
-                    "kind": "join",
-                    "inputs": ["R", "S"],
-                    "cost_us": 150,
-                    "selectivity": 0.5,
-                    "key_groups": 6,
-                    "window": {"size_s": 60, "slide_s": 10},
-                },
-                {
-                    "id": "count_k",
-                    "kind": "aggregate",
-                    "inputs": ["join_rs"],
-                    "cost_us": 60,
-                    "key_groups": 6,
-                    "window": {"size_s": 60, "slide_s": 10},
-                    "params": {"key": "k", "agg": "count"},
-                },
-            ],
+            **_rs_join(500, 60, 10),
             "faults": [{"at_s": 120.0, "kind": "partition", "stream": "S", "duration_s": 30.0}],
             "controller": {
                 "interval_s": 5,
                 "window_k": 6,
                 "placement": {"method": "least-loaded"},
-                "ha": {"dpc": {"mode": "tentative", "max_delay_s": 2.0}},
+                "ha": dpc,
             },
         },
     )
@@ -837,44 +846,13 @@ def dpc_scenarios() -> None:
             "duration_s": 48,
             "tick_s": 2.0,
             "cluster": nodes(2),
-            "streams": [
-                {
-                    "id": "R",
-                    "rate": {"kind": "constant", "rate": 1000},
-                    "keys": {"space": 200, "distribution": "zipf", "s": 1.1},
-                },
-                {
-                    "id": "S",
-                    "rate": {"kind": "constant", "rate": 800},
-                    "keys": {"space": 200, "distribution": "uniform"},
-                },
-            ],
-            "operators": [
-                {
-                    "id": "join_rs",
-                    "kind": "join",
-                    "inputs": ["R", "S"],
-                    "cost_us": 150,
-                    "selectivity": 0.5,
-                    "key_groups": 6,
-                    "window": {"size_s": 8, "slide_s": 4},
-                },
-                {
-                    "id": "count_k",
-                    "kind": "aggregate",
-                    "inputs": ["join_rs"],
-                    "cost_us": 60,
-                    "key_groups": 6,
-                    "window": {"size_s": 8, "slide_s": 4},
-                    "params": {"key": "k", "agg": "count"},
-                },
-            ],
+            **_rs_join(200, 8, 4),
             "faults": [{"at_s": 12.0, "kind": "partition", "stream": "S", "duration_s": 10.0}],
             "controller": {
                 "interval_s": 4,
                 "window_k": 4,
                 "placement": {"method": "least-loaded"},
-                "ha": {"dpc": {"mode": "tentative", "max_delay_s": 2.0}},
+                "ha": dpc,
             },
         },
     )

@@ -53,3 +53,42 @@ def pipeline_verify(
         print(f"differs: {out['mismatch']}")
     if not out["output_matches_reference"]:
         raise typer.Exit(1)
+
+
+@pipeline_app.command("results")
+def pipeline_results(
+    workdir: Annotated[Path, typer.Option(help="the pipeline's working directory")],
+    view: Annotated[
+        str,
+        typer.Option(
+            help="stable: final results only (output/); latest: the newest version of each "
+            "(window, key), tentative (DPC, tentative/) until its correction is committed"
+        ),
+    ] = "latest",
+    out: Annotated[Path | None, typer.Option(help="write the rows as CSV here")] = None,
+) -> None:
+    """The committed results of a pipeline, with their status and the batch that wrote them.
+    Read-only. Prints counts as JSON; ``--out`` writes the rows.
+
+    Example: trimtab pipeline results --workdir pipe --view latest --out results.csv
+    """
+    from spark_adapter.actuator import PlanLog
+    from spark_adapter.dpc import latest_view, read_view
+
+    if view not in ("stable", "latest"):
+        fail(f"--view: {view!r} is not stable or latest")
+    if not (workdir / "planlog.sqlite").is_file():
+        fail(f"--workdir: no plan log in {workdir} (not a pipeline's working directory)")
+    if out is not None and not out.parent.is_dir():
+        fail(f"--out: {out.parent} is not a directory")
+    log = PlanLog(workdir / "planlog.sqlite", read_only=True)
+    committed = log.committed()
+    log.close()
+    if view == "latest":
+        rows = latest_view(workdir, committed)
+    else:
+        rows = read_view(workdir / "output", committed).assign(status="STABLE")
+    if out is not None:
+        rows.to_csv(out, index=False)
+    counts = rows["status"].value_counts().to_dict() if len(rows) else {}
+    print_json({"view": view, "batches": len(committed), "rows": len(rows), "by_status": counts})

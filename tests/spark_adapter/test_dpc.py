@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -9,7 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from typer.testing import CliRunner
 
+from controller.cli import app
 from controller.scenario import load_scenario
 from controller.testing import assert_matches_reference
 from spark_adapter import operators as ops
@@ -137,8 +140,19 @@ def test_dpc_on_spark_corrects_every_tentative_window_once_and_ends_exact(
     assert shown["batch"].isin(silent_batches).any()
     held = read_view(block.dir / "output", block.log.committed())
     assert not (held["batch"].isin(silent_batches) & (held["window_start"] >= 0.0)).any()
+    mid = latest_view(tent.dir, [b for b in committed if b <= int(shown["batch"].max())])
+    assert (mid["status"] == "TENTATIVE").sum() > 0  # in the silence readers see them tentative
     latest = latest_view(tent.dir, committed)
     assert (latest["status"] == "STABLE").all()  # every tentative row was replaced
+    # the same views through the command line (read-only)
+    csv = tmp_path / "latest.csv"
+    r = CliRunner().invoke(
+        app, ["pipeline", "results", "--workdir", str(tent.dir), "--out", str(csv)]
+    )
+    assert r.exit_code == 0 and json.loads(r.stdout)["by_status"] == {"STABLE": len(latest)}
+    assert len(pd.read_csv(csv)) == len(latest)
+    r = CliRunner().invoke(app, ["pipeline", "results", "--workdir", str(tmp_path), "--view", "x"])
+    assert r.exit_code == 2 and "--view" in r.output
     np.testing.assert_array_equal(
         latest.sort_values(["key", "window_start"])["value"].to_numpy(),
         tent.output().sort_values(["key", "window_start"])["value"].to_numpy(),
