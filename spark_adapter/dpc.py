@@ -133,7 +133,7 @@ class Coverage:
             self.add({k: float(v) for k, v in state["covered"].items()}, state["streams"], 0.0)
 
 
-def dpc_info(spec: Any, workdir: Path, refold: bool) -> dict[str, Any]:
+def dpc_info(spec: Any, workdir: Path, refold: bool, tentative_rows: int) -> dict[str, Any]:
     """What a batch's statistics say about DPC (``batch_compiler.BatchSpec``): its watermarks,
     the tentative rows it wrote, and its corrections: stable rows of windows that a tentative
     watermark had closed before (``spec.twm_prev``). Empty while nothing is tentative."""
@@ -141,7 +141,7 @@ def dpc_info(spec: Any, workdir: Path, refold: bool) -> dict[str, Any]:
         return {}
     out: dict[str, Any] = {"watermarks": {"stable": spec.wm, "tentative": spec.twm}}
     if spec.tentative is not None:
-        out["tentative_rows"] = len(read_view(workdir / "tentative", [spec.batch_id]))
+        out["tentative_rows"] = tentative_rows
     if spec.twm_prev > spec.wm_prev:
         stable = read_view(workdir / "output", [spec.batch_id])
         ends = stable["window_start"].to_numpy(dtype=float) + spec.query.size_s

@@ -141,7 +141,7 @@ class SparkPipeline:
         marks += [("fold", folded_at), ("checkpoint", time.perf_counter())]
         stats, split = steps.collect(res, spec)
         marks.append(("stats", time.perf_counter()))
-        rows_out = 0 if refold else self._write(res, split, spec)
+        rows_out, tent_rows = (0, 0) if refold else self._write(res, split, spec)
         if not refold:
             marks.append(("output", time.perf_counter()))
         res.unpersist()
@@ -165,7 +165,7 @@ class SparkPipeline:
         st.info["running_partitions"], st.info["nodes"] = spec.partitions, spec.nodes
         segs = self.index.covering(st.event_range)
         self.dpc.add_segments(segs)
-        st.info |= dpc_info(spec, self.dir, refold) | arrivals(segs, self.input.path)
+        st.info |= dpc_info(spec, self.dir, refold, tent_rows) | arrivals(segs, self.input.path)
         if executors:
             st.info["executors"] = executors
         if not refold:
@@ -211,18 +211,19 @@ class SparkPipeline:
             old.unpersist()
         self.states[batch_id] = state
 
-    def _write(self, res: DataFrame, split: pd.DataFrame, spec: BatchSpec) -> int:
-        """Write the batch's output, fenced before and after."""
+    def _write(self, res: DataFrame, split: pd.DataFrame, spec: BatchSpec) -> tuple[int, int]:
+        """Write the batch's output (and DPC's tentative rows), fenced before and after;
+        returns the rows of each."""
         self._check_fence(spec.batch_id)
         path = self.output_dir / f"batch={spec.batch_id}"
-        rows_out = steps.write_output(res, split, path, spec, spec.query)
+        rows_out, tentative_rows = steps.write_output(res, split, path, spec, spec.query), 0
         if spec.tentative is not None:  # DPC: windows the tentative watermark closes
             tent = self.dir / "tentative" / f"batch={spec.batch_id}"
-            steps.write_output(res, split, tent, spec, spec.query, tag="P")
+            tentative_rows = steps.write_output(res, split, tent, spec, spec.query, tag="P")
         if self.fault_hook is not None:
             self.fault_hook(spec.batch_id, "output_written")
         self._check_fence(spec.batch_id)
-        return rows_out
+        return rows_out, tentative_rows
 
     def _commit(self, st: BatchStats, plan: Plan, state: DataFrame, checkpointed: bool) -> None:
         """Commit the batch, snapshot the state when due, trim the input log."""
