@@ -25,6 +25,7 @@ HA_KEYS = (
     "recovery_time_max",
     "lost_tuples",
     "duplicate_tuples",
+    "duplicates_suppressed",
     "guarantee",
 )
 # shown when the scenario has an input outage (``simulator.dpc``)

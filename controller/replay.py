@@ -27,7 +27,6 @@ from simulator.model import Simulator
 __all__ = [
     "ReplayResult",
     "dpc_summary",
-    "duplicates",
     "guarantee",
     "replay_sim",
     "scaling_summary",
@@ -127,27 +126,14 @@ def summarize(res: SimResult, k: int) -> dict[str, Any]:
         "mean_pairwise_node_correlation": corr,
         "migrations": int(tot["migrations"]),
         "dropped_fraction": tot["dropped"] / tot["in"] if tot["in"] else 0.0,
-        "lost_tuples": tot["lost"],
-        "duplicate_tuples": duplicates(tot),
-        "guarantee": guarantee(tot["lost"], duplicates(tot)),
+        "lost_tuples": tot["sink_lost"],
+        "duplicate_tuples": tot["duplicates"],
+        "duplicates_suppressed": tot["duplicates_suppressed"],
+        "guarantee": guarantee(tot["sink_lost"], tot["duplicates"]),
         "tuples_in": tot["in"],
         "tuples_out": tot["out"],
         "tuples_queued": tot["queued"],
     }
-
-
-def duplicates(tot: dict[str, float]) -> float:
-    """Tuples accounted for beyond those that arrived (``out + dropped + queued + lost - in``,
-    in input-tuple units), a measurement of the run's conservation; below float summation error
-    (1e-9 of the arrivals) it is 0.
-
-    >>> duplicates({"in": 100.0, "out": 90.0, "dropped": 5.0, "queued": 5.0, "lost": 0.0})
-    0.0
-    >>> duplicates({"in": 100.0, "out": 97.0, "dropped": 5.0, "queued": 5.0, "lost": 0.0})
-    7.0
-    """
-    extra = tot["out"] + tot["dropped"] + tot["queued"] + tot["lost"] - tot["in"]
-    return float(extra) if extra > 1e-9 * max(tot["in"], 1.0) else 0.0
 
 
 def dpc_summary(sim: Simulator, dpc: DPCSettings) -> dict[str, Any]:

@@ -228,6 +228,11 @@ class SimulatorSettings(BaseModel):
         description="upstream backup: CPU microseconds to keep one tuple at its producer until "
         "it is acknowledged, and to acknowledge it",
     )
+    sink_dedup: bool = Field(
+        True,
+        description="the sink drops output a recovery sends again that it already holds, by "
+        "sequence number (precise recovery); false: it is delivered twice (rollback recovery)",
+    )
 
 
 class Scenario(BaseModel):

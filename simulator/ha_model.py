@@ -8,16 +8,21 @@ Following Hwang et al. (ICDE 2005) qualitatively:
   buffering and the acknowledgement cost ``ack_cost_us`` of CPU per tuple (tuples = a unit's
   work / its operator's cost per tuple), on the unit's node. After detection the units restart
   on the least-loaded survivors and rebuild their state by replaying the retained input their
-  windows depend on (replay work = unit load x window length); the replay rebuilds state and
-  emits nothing, so nothing is output twice.
+  windows depend on (replay work = unit load x window length). The replay regenerates the
+  output of the tuples it covers (a window's span, one tick for a stateless unit: what is not
+  yet acknowledged).
 * ``passive``: every k ticks each unit checkpoints its state to its standby (CPU per MB of
   state); after detection the standby restores the checkpoint and replays the input since it
-  (unit load x ticks since the checkpoint); precise.
+  (unit load x ticks since the checkpoint); what the old primary sent after its checkpoint is
+  sent again.
 * ``active``: a replica on another node does the same work all the time (100% extra CPU);
-  after detection it simply takes over; precise.
+  after detection it takes over and sends its buffered output that downstream has not
+  acknowledged (one tick).
 
-What a run guarantees is not looked up per policy: ``guarantee`` (``controller.replay``) follows
-from the tuples the run measured lost and duplicated.
+What is sent again reaches the sink (``simulator.sink``), which tracks sequence ranges: what
+it already holds is a duplicate, dropped when the sink de-duplicates (precise) and delivered
+twice when not (rollback). What a run guarantees is not looked up per policy: ``guarantee``
+(``controller.replay``) follows from the tuples the sink measured lost and duplicated.
 
 Failover happens at detection (``detection_s`` after the fault), without waiting for the
 controller, which then adopts the substrate's placement. The model returns what a failure
@@ -52,6 +57,7 @@ class Recovery:
     node: int
     fault_s: float
     detect_s: float
+    since_ckpt_s: float = 0.0  # passive standby: the fault's age of the last checkpoint
     hosts: list[int] = field(default_factory=list)
     replay_work_s: float = 0.0
     done_s: float | None = None
@@ -66,14 +72,18 @@ class Recovery:
 class Failover:
     """What a failover does to the simulator: ``units`` move to ``hosts``; the dead node's
     queued tuples are kept (upstream copies) or lost with what reached it during detection
-    (``lose_in_flight``); ``replay`` is the recovery work added to each node's queue."""
+    (``lose_in_flight``); ``replay`` is the recovery work added to each node's queue;
+    ``resend_s`` is, per unit, how many seconds of its output before ``fault_s`` it sends
+    again."""
 
     node: int
+    fault_s: float
     units: IntArray
     hosts: IntArray
     keep_backlog: bool
     lose_in_flight: bool
     replay: Array
+    resend_s: Array
 
 
 class HAModel:
@@ -139,7 +149,12 @@ class HAModel:
     # ---------------------------------------------------------------- faults
     def on_kill(self, i: int, now: float) -> bool:
         """Node i died at ``now``; True when its queued tuples are lost now (amnesia)."""
-        rec = Recovery(node=i, fault_s=now, detect_s=now + self.detection_s)
+        rec = Recovery(
+            node=i,
+            fault_s=now,
+            detect_s=now + self.detection_s,
+            since_ckpt_s=self.since_ckpt * self.tick_s,
+        )
         self.pending.append(rec)
         self.recoveries.append(rec)
         return self.policy == "none"
@@ -207,12 +222,30 @@ class HAModel:
         rec.replay_work_s = float(replay.sum())
         return Failover(
             rec.node,
+            rec.fault_s,
             units,
             new[units].astype(np.int64),
             keep_backlog=self.policy != "none",
             lose_in_flight=self.policy == "none",
             replay=replay,
+            resend_s=self._resend_s(rec, units),
         )
+
+    def _resend_s(self, rec: Recovery, units: IntArray) -> Array:
+        """Per failed unit, the seconds of output before the fault that its recovery sends
+        again: upstream backup replays a window's input (a stateless unit's last tick, not yet
+        acknowledged); a passive standby resends what followed its checkpoint (stateful units;
+        a stateless one restarts); an active standby its unacknowledged tick; amnesia none."""
+        window = self.window_s[units]
+        if self.policy == "upstream":
+            return np.maximum(window, self.tick_s)
+        if self.policy == "passive":
+            stateful = (window > 0) | (self.state_mb[units] > 0)
+            span = np.where(window > 0, np.minimum(rec.since_ckpt_s, window), rec.since_ckpt_s)
+            return np.where(stateful, span, 0.0)
+        if self.policy == "active":
+            return np.full(units.size, self.tick_s)
+        return np.zeros(units.size)
 
     # --------------------------------------------------------------- summary
     def summary(self) -> dict[str, float | str]:

@@ -28,6 +28,7 @@ from simulator.dpc import hold_arrivals, outages
 from simulator.ha_model import HAModel
 from simulator.node_pool import NodePool
 from simulator.result import SimResult, log_frame, stream_series
+from simulator.sink import Sink, failed_share
 
 __all__ = ["SimResult", "Simulator"]
 
@@ -152,6 +153,7 @@ class Simulator:
             for k in ("arrived", "admitted", "dropped", "completed", "queued", "lost", "latency")
         }
         self.rec_wout = np.zeros(T)
+        self.sink = Sink(d, self.scenario.simulator.sink_dedup, T)  # received sequence ranges
         self.rec_nodes = np.zeros(T)
         self.busy_core_s = 0.0
 
@@ -271,13 +273,15 @@ class Simulator:
             self.slow[i] = 1.0
             self._until.pop(i, None)
 
-    def _lose_backlog(self, i: int) -> None:
+    def _lose_backlog(self, i: int) -> float:
         """Node i's state is gone: its unprocessed (newest) tuples are lost everywhere."""
         lost = self.B[i].copy()
         self.B = np.maximum(self.B - lost[None, :], 0.0)
         self.B[i] = 0.0
         self.overhead[i] = 0.0
         self._lost_now += lost
+        self.sink.lose(lost)
+        return float(lost.sum())
 
     # ------------------------------------------------------------------- tick
     def _backlog_work(self) -> Array:
@@ -304,6 +308,7 @@ class Simulator:
             self._rebuild_coefficients()
         arr = self.arrivals[t]
         adm = arr * self.input_keep
+        self.sink.admit(adm)
         up = alive_mask(self.status) & self.pool.ready(t)
         cap = self.capacity * self.tick_s / self.slow * up
         self.rec_nodes[t] = self.pool.tick()
@@ -343,6 +348,7 @@ class Simulator:
         self.rec["queued"][t] = queued
         self.rec["lost"][t] = self._lost_now
         self.rec_wout[t] = float(completed @ self.wout)
+        self.sink.deliver(completed)
         self.t += 1
 
     # ------------------------------------------------------------ HA hooks
@@ -358,15 +364,12 @@ class Simulator:
             now, self.assign, self.up_mask(), uload, self.capacity, self.recovery_q
         ):
             if f.lose_in_flight:
-                self.lost_in_failover += self.lose_in_flight(f.node)
+                self.lost_in_failover += self._lose_backlog(f.node)  # amnesia: in flight
+            if f.units.size and f.resend_s.any():  # output sent again reaches the sink
+                share, span = failed_share(self.uvisit, self.units.op_index, f.units, f.resend_s)
+                self.sink.resend(share, span / self.tick_s, f.fault_s / self.tick_s)
             self.failover(f.units, f.hosts, f.keep_backlog)
             self.recovery_q += f.replay
-
-    def lose_in_flight(self, i: int) -> float:
-        """Amnesia: what queued on the dead node during detection is lost."""
-        before = float(self._lost_now.sum())
-        self._lose_backlog(i)
-        return float(self._lost_now.sum()) - before
 
     def failover(
         self, units: NDArray[np.int64], hosts: NDArray[np.int64], keep_backlog: bool
@@ -416,6 +419,9 @@ class Simulator:
             "migrations": float(self.migrations),
             "failover_moves": float(self.failover_moves),
             "lost_in_failover": float(self.lost_in_failover),
+            "sink_lost": float(self.sink.lost.sum()),
+            "duplicates": float(self.sink.duplicates.sum()),
+            "duplicates_suppressed": float(self.sink.suppressed.sum()),
             "state_bytes_moved": self.state_bytes_moved,
             "busy_core_s": self.busy_core_s,
             "node_seconds": self.pool.node_seconds,

@@ -202,6 +202,7 @@ UNITS = {
     "rows_dropped": "rows",
     "lost_tuples": "tuples",
     "duplicate_tuples": "tuples",
+    "duplicates_suppressed": "tuples",
     "corrections": "tuples",
     "latency_tentative_mean": "s",
     "latency_first_p99": "s",
