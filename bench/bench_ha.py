@@ -3,7 +3,8 @@ standby, cold restart), executor kill, passive-standby overhead, controller fail
 
 Run: .venv/bin/python -m bench.bench_ha  (``driver``: only the driver failover; ``controller``:
 only the controller failover; ``sim``: only the simulator's policies; ``dpc``: only DPC on
-Spark, live; each of these has its own section)
+Spark, live; ``chaos``: only the replay under seeded executor faults; each of these has its own
+section)
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.chaos_replay import chaos_runs
+from bench.chaos_replay import section as chaos_section
 from bench.common import ROOT, environment, write_section
 from bench.controller_failover import controller_failover, section
 from bench.dpc_spark import section as dpc_section
@@ -174,6 +177,12 @@ def passive_overhead() -> dict[str, float]:
 
 
 def main() -> None:
+    if sys.argv[1:] in ([], ["chaos"]):
+        chaos = chaos_section(chaos_runs())
+        write_section("Chaos replay", chaos)
+        print(chaos)
+        if sys.argv[1:] == ["chaos"]:
+            return
     if sys.argv[1:] in ([], ["dpc"]):
         dpc = dpc_section()
         write_section("DPC on Spark", dpc)

@@ -26,7 +26,7 @@ from typing import Any
 
 from spark_adapter.metrics import RestPoller
 
-__all__ = ["LOCAL_EXECUTORS", "ExecutorPool", "live_executor_count", "releasable"]
+__all__ = ["LOCAL_EXECUTORS", "ExecutorPool", "live_executor_count", "releasable", "warm_up"]
 
 
 def releasable(executors: list[dict[str, Any]], surplus: int) -> list[str]:
@@ -138,13 +138,7 @@ class ExecutorPool:
             return
         t1 = time.monotonic()
         try:
-            (
-                self.spark.range(0, 256 * want, numPartitions=want)
-                .selectExpr("id AS key", f"CAST(id % {want} AS INT) AS pid")
-                .repartitionById(want, "pid")
-                .mapInPandas(_warm_partition, "key long, pid int")
-                .toPandas()
-            )
+            warm_up(self.spark, want)
         except Exception as exc:  # a warm-up must never fail a batch (nor a session's stop)
             self.log.append({"warm_up_failed": str(exc)[:200]})
             return
@@ -155,6 +149,19 @@ class ExecutorPool:
                 "warm_s": round(time.monotonic() - t1, 3),
             }
         )
+
+
+def warm_up(spark: Any, slots: int) -> None:
+    """One small job shaped like a batch (a ``repartitionById`` shuffle into ``mapInPandas``,
+    the fold's modules imported, collected with Arrow) over ``slots`` partitions: an idle new
+    executor takes its tasks and starts its Python worker before a batch's task needs one."""
+    (
+        spark.range(0, 256 * slots, numPartitions=slots)
+        .selectExpr("id AS key", f"CAST(id % {slots} AS INT) AS pid")
+        .repartitionById(slots, "pid")
+        .mapInPandas(_warm_partition, "key long, pid int")
+        .toPandas()
+    )
 
 
 def _warm_partition(it: Iterator[Any]) -> Iterator[Any]:

@@ -12,8 +12,10 @@ id. Nothing is found or killed by name.
 ``ExecutorMonitor`` feeds the pure ``ha.detector.FailureDetector`` from REST polls: an
 executor that is listed active and has made progress (or has nothing to do) heartbeats. One
 that stays silent past the failure timeout is declared failed and fenced with ``killExecutor``
-(and, when its process is on this machine, ended by pid: a stopped process cannot act on a
-polite request) so its tasks are rescheduled at once, long before Spark's network timeout.
+(when its process is on this machine, ended by pid: a stopped process cannot act on a polite
+request) so its tasks are rescheduled at once, long before Spark's network timeout. A
+replacement that joins after an executor was lost or fenced is warmed by a small job before
+batches need it.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import psutil
 
 from core.cluster import NodeStatus
 from ha.detector import FailureDetector, Transition
+from spark_adapter.executor_pool import warm_up
 from spark_adapter.metrics import RestPoller
 
 __all__ = [
@@ -122,7 +125,12 @@ class ExecutorMonitor:
     """REST-fed failure detection for executors, with fencing of failed ones."""
 
     def __init__(
-        self, spark: Any, suspect_s: float = 2.0, fail_s: float = 4.0, fence: bool = True
+        self,
+        spark: Any,
+        suspect_s: float = 2.0,
+        fail_s: float = 4.0,
+        fence: bool = True,
+        warm: bool = True,
     ) -> None:
         self.spark = spark
         self.rest = RestPoller(spark.sparkContext.uiWebUrl, spark.sparkContext.applicationId)
@@ -130,6 +138,9 @@ class ExecutorMonitor:
         self.detector: FailureDetector | None = None
         self.transitions: list[Transition] = []
         self.fenced: list[str] = []
+        self.lost: set[str] = set()  # executors Spark lists as gone (not released)
+        self.warmed: list[dict[str, Any]] = []  # replacement executors warmed, and how long
+        self.warm = warm
         self.errors: list[str] = []  # polls that failed (``watching``)
         self.suspect_s, self.fail_s = suspect_s, fail_s
 
@@ -156,6 +167,10 @@ class ExecutorMonitor:
                 self.detector.last[eid] = now
                 self.detector.status[eid] = NodeStatus.UP
                 self.detector.epoch[eid] = 0
+                if self.warm and (self.fenced or self.lost):  # a replacement, not a start
+                    threading.Thread(target=self._warm, args=(eid,), daemon=True).start()
+            if not e.get("isActive", True):
+                self.lost.add(eid)
             if executor_alive(e, pids.get(eid)):
                 self.detector.heartbeat(eid, now)
         tr = self.detector.check(now)
@@ -167,14 +182,33 @@ class ExecutorMonitor:
                     if st is NodeStatus.UP and x not in self.fenced
                 ]
                 if live:  # fencing the last executor would stop the application
-                    with contextlib.suppress(Exception):
-                        lose_executor(self.spark, t.node)
-                    if t.node in pids:  # a stopped process cannot act on SIGTERM: end it by pid
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(pids[t.node], signal.SIGKILL)
-                    self.fenced.append(t.node)
+                    self._fence(t.node, pids.get(t.node))
         self.transitions += tr
         return tr
+
+    def _fence(self, executor_id: str, pid: int | None) -> None:
+        """End a failed executor: by pid when it runs on this machine (SIGKILL: a stopped
+        process cannot act on a polite request, and the cluster manager reports the exit at
+        once and starts a replacement); through Spark otherwise (``killExecutor``). Asking
+        Spark first for a local one delayed its tasks' rescheduling by about 5 s: the driver
+        then waited for the kill it had asked for, not for the exit it could see."""
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        else:
+            with contextlib.suppress(Exception):
+                lose_executor(self.spark, executor_id)
+        self.fenced.append(executor_id)
+
+    def _warm(self, executor_id: str) -> None:
+        """Warm a replacement executor (``executor_pool.warm_up``) before batches need it."""
+        t0 = time.monotonic()
+        try:
+            warm_up(self.spark, max(2, self.spark.sparkContext.defaultParallelism))
+        except Exception as exc:  # a warm-up must never fail a batch
+            self.errors.append(f"warm-up of {executor_id}: {exc!r}"[:200])
+            return
+        self.warmed.append({"executor": executor_id, "warm_s": round(time.monotonic() - t0, 3)})
 
 
 @contextlib.contextmanager

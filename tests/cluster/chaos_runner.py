@@ -112,6 +112,7 @@ def main(seed: int, workdir: str) -> None:
         "schedule": schedule(seed),
         "faults": done,
         "executors_fenced": s["executors_fenced"],
+        "executors_warmed": s["executors_warmed"],
         "output_matches_reference": s["output_matches_reference"],
         "lost_tuples": s["lost_tuples"],
         "duplicate_tuples": s["duplicate_tuples"],
