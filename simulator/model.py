@@ -44,6 +44,8 @@ class Simulator:
     seed : overrides ``scenario.seed`` for the workload randomness
     """
 
+    _masks: tuple[NDArray[np.bool_], NDArray[np.bool_]] | None = None  # (alive, lost) per node
+
     def __init__(
         self,
         scenario: Scenario,
@@ -211,12 +213,9 @@ class Simulator:
         """Samples since the previous call (one per tick)."""
         a, b = self._last_obs, self.t
         self._last_obs = b
-        adm = self.rec["completed"][a:b].sum()
-        lat = (
-            float((self.rec["latency"][a:b] * self.rec["completed"][a:b]).sum() / adm)
-            if adm
-            else 0.0
-        )
+        done = self.rec["completed"][a:b]
+        adm = done.sum()
+        lat = float((self.rec["latency"][a:b] * done).sum() / adm) if adm else 0.0
         return Observation(
             time_s=b * self.tick_s,
             unit_load=self.rec_unit_load[a:b].T.copy(),
@@ -239,7 +238,7 @@ class Simulator:
 
     # ----------------------------------------------------------------- faults
     def _fire_faults(self) -> None:
-        now = self.t * self.tick_s
+        now, before = self.t * self.tick_s, list(self.status)  # masks: see _status_masks
         for i, (until, what) in list(self._until.items()):
             if self.t >= until:
                 del self._until[i]
@@ -250,6 +249,8 @@ class Simulator:
         while self._fault_i < len(self._faults) and self._faults[self._fault_i].at_s <= now + 1e-9:
             self._apply_fault(self._faults[self._fault_i])
             self._fault_i += 1
+        if self.status != before:
+            self._masks = None
 
     def _apply_fault(self, f: FaultSpec) -> None:
         i = self.cluster.ids.index(f.node)
@@ -277,17 +278,15 @@ class Simulator:
         """Node i's state is gone: its unprocessed (newest) tuples are lost everywhere."""
         lost = self.B[i].copy()
         self.B = np.maximum(self.B - lost[None, :], 0.0)
-        self.B[i] = 0.0
-        self.overhead[i] = 0.0
+        self.B[i], self.overhead[i] = 0.0, 0.0
         self._lost_now += lost
         self.sink.lose(lost)
         return float(lost.sum())
 
     # ------------------------------------------------------------------- tick
     def _backlog_work(self) -> Array:
-        return np.asarray(
-            (self.ncoeff * self.B).sum(axis=1) + self.overhead + self.recovery_q, dtype=float
-        )
+        work = (self.ncoeff * self.B).sum(axis=1) + self.overhead + self.recovery_q
+        return np.asarray(work, dtype=float)
 
     def step(self, ticks: int = 1) -> None:
         """Advance ``ticks`` ticks (stops at the end of the scenario)."""
@@ -309,11 +308,12 @@ class Simulator:
         arr = self.arrivals[t]
         adm = arr * self.input_keep
         self.sink.admit(adm)
-        up = alive_mask(self.status) & self.pool.ready(t)
+        up = self.up_mask() & self.pool.ready(t)
         cap = self.capacity * self.tick_s / self.slow * up
         self.rec_nodes[t] = self.pool.tick()
         owed = (self.B + adm[None, :]) * self.involved
-        self.overhead += self.ha.overhead((self.ucoeff @ adm) / self.tick_s, self.assign, up)
+        uload = (self.ucoeff @ adm) / self.tick_s  # unit offered load in cores
+        self.overhead += self.ha.overhead(uload, self.assign, up)
         demand = (self.ncoeff * owed).sum(axis=1) + self.overhead + self.recovery_q
         frac = np.ones(self.n)
         np.divide(cap, demand, out=frac, where=demand > cap)
@@ -326,8 +326,6 @@ class Simulator:
         self.recovery_q[self.recovery_q < 1e-9] = 0.0
         queued = self.queued()
         completed = queued_before + adm - queued - self._lost_now
-        # unit and node offered load in cores
-        uload = (self.ucoeff @ adm) / self.tick_s
         self.rec_unit_load[t] = uload
         nload = np.bincount(self.assign, weights=uload, minlength=self.n)
         self.rec_node_load[t] = nload
@@ -336,10 +334,11 @@ class Simulator:
         self.busy_core_s += float(busy.sum())
         work = self._backlog_work()
         self.rec_backlog[t] = work / self.capacity
-        wait = np.divide(work, self.capacity / self.slow) + self.hop_s
+        speed = self.capacity / self.slow
+        wait = np.divide(work, speed) + self.hop_s
         wait = np.where(up, wait, wait + self._downtime_left() + self.pool.startup_left_s(t))
-        self.rec["latency"][t] = wait[self.assign] @ self.uvisit + (
-            (self.ucoeff / (self.capacity / self.slow)[self.assign][:, None]).sum(axis=0)
+        self.rec["latency"][t] = (
+            wait[self.assign] @ self.uvisit + (1.0 / speed)[self.assign] @ self.ucoeff
         )
         self.rec["arrived"][t] = arr
         self.rec["admitted"][t] = adm
@@ -354,7 +353,14 @@ class Simulator:
     # ------------------------------------------------------------ HA hooks
     def up_mask(self) -> NDArray[np.bool_]:
         """Nodes able to host units now."""
-        return alive_mask(self.status)
+        return self._status_masks()[0]
+
+    def _status_masks(self) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+        """(alive, lost) per node, rebuilt only after a status change."""
+        if self._masks is None:
+            lost = [s is NodeStatus.LOST for s in self.status]
+            self._masks = (alive_mask(self.status), np.array(lost, dtype=bool))
+        return self._masks
 
     def _fail_over(self) -> None:
         """Apply the HA model's failovers due now (``simulator.ha_model.Failover``)."""
@@ -387,13 +393,10 @@ class Simulator:
         self._rebuild_coefficients()
 
     def _downtime_left(self) -> Array:
-        left = np.zeros(self.n)
+        left = np.where(self._status_masks()[1], self.scenario.duration_s, 0.0)
         for i, (until, what) in self._until.items():
             if what == "down":
                 left[i] = (until - self.t) * self.tick_s
-        for i, s in enumerate(self.status):
-            if s is NodeStatus.LOST:
-                left[i] = self.scenario.duration_s
         return left
 
     def queued(self) -> Array:
