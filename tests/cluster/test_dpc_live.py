@@ -36,6 +36,7 @@ def test_tentative_results_flow_through_a_silent_input_and_are_corrected(tmp_pat
     # trigger of its usual time (results that need S's rows exist only once they arrive)
     added = tl["affected_window_first_max_s"] - tl["usual_latency_p50_s"]
     assert tl["affected_windows"] >= 2 and added <= MAX_DELAY_S + TRIGGER_S, tl
+    assert tl["affected_window_first_after_backlog_min_s"] < 0.0, tl  # before S returned
     assert tl["corrections_done_after_backlog_s"] <= 3 * TRIGGER_S, tl  # the bound
 
 
@@ -43,6 +44,8 @@ def test_block_mode_holds_affected_windows_until_the_input_returns(tmp_path: Pat
     res, work = silenced_run(tmp_path, "block")
     tl = res["timeline"]
     assert tl["tentative_rows"] == 0 and not (work / "tentative").exists(), tl
-    # windows that fell due in the silence waited for S: the added latency is most of it
-    added = tl["affected_window_first_max_s"] - tl["usual_latency_p50_s"]
-    assert tl["affected_windows"] >= 2 and added >= SILENCE_S - 2 * TRIGGER_S, tl
+    # windows that fell due in the silence waited for S: none appeared before its backlog
+    # arrived (how much latency that adds depends on where in the silence a window fell due:
+    # up to a slide, 4 s, and a trigger less than the silence; CI once measured 5.25 s)
+    assert tl["affected_windows"] >= 2, tl
+    assert tl["affected_window_first_after_backlog_min_s"] >= 0.0, tl
