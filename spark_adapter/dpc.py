@@ -244,6 +244,7 @@ def result_timeline(workdir: Path, size_s: float, live: str, silent: str) -> dic
     # per window: when its first row (of any key) appeared, against when it was due
     win = rows.groupby("window_start").agg(at=("at", "min"), due=("due", "first"))
     win_lat = (win["at"] - win["due"]).to_numpy()
+    win_at = win["at"].to_numpy(dtype=float)
     win_affected = ((win["due"] >= silence_from) & (win["due"] < backlog_at)).to_numpy()
     return {
         "usual_latency_p50_s": _q(lat[before], 0.5),
@@ -252,10 +253,7 @@ def result_timeline(workdir: Path, size_s: float, live: str, silent: str) -> dic
         "affected_first_latency_p99_s": _q(lat[affected], 0.99),
         "affected_windows": int(win_affected.sum()),
         "affected_window_first_max_s": _q(win_lat[win_affected], 1.0),
-        # block mode waits for the input: no affected window before its backlog arrived
-        "affected_window_first_after_backlog_min_s": _q(
-            win["at"].to_numpy(dtype=float)[win_affected] - backlog_at, 0.0
-        ),
+        "affected_window_first_after_backlog_min_s": _q(win_at[win_affected] - backlog_at, 0.0),
         "tentative_rows": len(tent),
         "corrected_rows": len(fixed),
         "corrections_done_after_backlog_s": (
