@@ -36,9 +36,9 @@ def chaos_runs(runs: int = RUNS, seed: int = SEED) -> list[dict[str, Any]]:
         if line is None:
             raise RuntimeError(f"chaos_runner failed: {r.stderr[-2000:]}")
         res = json.loads(line[len("RESULT ") :])
-        d = res["durations"][1:]  # the first batch starts the executors
-        res["median_s"] = float(np.median(d))
-        res["slowest_s"] = float(max(d))
+        timed = res["durations"][1:]  # the first batch starts the executors
+        res["median_s"] = float(np.median(timed))
+        res["slowest_s"] = float(max(timed))
         res["bound_s"] = res["detection_bound_s"] + 2 * res["median_s"]
         stop = next(f["batch"] for f in res["faults"] if f["fault"] == "stop")
         res["stopped_batch_s"] = res["durations"][stop]

@@ -1,7 +1,7 @@
 """The simulated sink: what it has received, as sequence ranges per output stream.
 
-Every admitted tuple of stream k takes the next sequence number of k (ALGORITHMS' common data
-path: ``(source_id, seq_no)``). The sink keeps, per stream, the ranges it has received. The
+Every admitted tuple of stream k takes the next sequence number of k (each tuple carries
+``(source_id, seq_no)``). The sink keeps, per stream, the ranges it has received. The
 model is fluid and first-in first-out: a tick's completed tuples are the oldest in the system,
 so each delivery extends the received prefix, skipping the ranges lost in a failure (the
 newest tuples queued on the dead node). Lost tuples are the gaps below the prefix; tuples

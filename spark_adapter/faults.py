@@ -11,9 +11,10 @@ id. Nothing is found or killed by name.
 
 ``ExecutorMonitor`` feeds the pure ``ha.detector.FailureDetector`` from REST polls: an
 executor that is listed active and has made progress (or has nothing to do) heartbeats. One
-that stays silent past the failure timeout is declared failed and fenced with ``killExecutor``
-(when its process is on this machine, ended by pid: a stopped process cannot act on a polite
-request) so its tasks are rescheduled at once, long before Spark's network timeout. A
+that stays silent past the failure timeout is declared failed and fenced: ended by pid when its
+process is on this machine (a stopped process cannot act on a polite request), through
+``killExecutor`` otherwise, so its tasks are rescheduled at once, long before Spark's network
+timeout. A
 replacement that joins after an executor was lost or fenced is warmed by a small job before
 batches need it.
 """
