@@ -3,9 +3,8 @@
 Run: .venv/bin/python -m bench.bench_policies_spark [placement] [shedding] [rod]
 ROD: ``scenarios/spark-bursty-rod.yaml`` replayed with LLF's and ROD's initial placements at
 a few input scales; the sustained burst rate is where a method's burst batches reach the tick.
-Shedding: ``scenarios/spark-overload-ramp.yaml`` live (``controller.live_rig``: the daemon,
-a live driver, a paced writer) with no shedding, uniform and LP; latency and backlog from
-the batch files, exactly-once from ``pipeline verify``.
+Shedding (``bench.shedding_spark``): ``scenarios/spark-overload-ramp.yaml`` live (the daemon,
+a live driver, a paced writer) with no shedding, uniform and LP.
 Workload: ``scenarios/spark-anticorrelated.yaml``: a windowed count over 16 key groups in two
 classes whose popularity swings anti-phased (period 20 micro-batches of 2 s, depth 0.8), 200 us
 per tuple, 2 partitions on ``local-cluster[2,1,1024]``, the input at ``SCALE`` x the scenario's
@@ -19,21 +18,18 @@ predicted batch durations and busiest-partition busy time are set beside the mea
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from bench.common import ROOT, calibration_row, environment, held_plan_load, write_section
 from bench.rod_spark import rod_section
+from bench.shedding_spark import shedding_section
 from controller.calibration import (
     apply_overlay,
     calibrate,
-    overlay_yaml,
     predicted_batches,
     read_batches,
 )
@@ -158,111 +154,6 @@ def calibration_table(sc: ScenarioFile, work: Path, out: dict[str, dict[str, Any
         f"{overlay.simulator.rate_scale:.2f}."
     )
     return head + "\n\n" + "\n".join(rows)
-
-
-SHED_METHODS = ("none", "uniform", "lp")
-RAMP_SEGMENTS = 34  # the scenario's 102 s of 3 s ticks
-RAMP_MASTER = "local-cluster[2,1,1024]"
-STARTUP = 2  # batches paying the executors' start (the first takes 10-15 s here)
-
-
-def _calibrated(cfg: Path, overlay: Path) -> None:
-    """Point a daemon config's substrate at a calibration overlay."""
-    body = json.loads(cfg.read_text())
-    body["substrate"]["calibration"] = str(overlay)
-    cfg.write_text(json.dumps(body))
-
-
-def overload_ramp() -> tuple[str, dict[str, dict[str, Any]]]:
-    """``spark-overload-ramp`` live (paced writer, a tick's trigger, the daemon in external mode)
-    with each shedding method; placement as the scenario names it (correlation-twoway)."""
-    from controller.live_rig import daemon_config, run_live
-    from spark_adapter.batchstats import read_batch_stats
-    from spark_adapter.query import compile_query
-    from spark_adapter.source import InputLog
-    from spark_adapter.verification import verify_workdir
-
-    path = ROOT / "scenarios" / "spark-overload-ramp.yaml"
-    sc = load_scenario(path)
-    tmp = Path(tempfile.mkdtemp(prefix="trimtab-bench-shed-"))
-    out: dict[str, dict[str, Any]] = {}
-    try:
-        ref = InputLog(tmp / "ref")  # the writer's segments are deterministic: the same log
-        ref.generate(sc, RAMP_SEGMENTS, scale=0.1)
-        for m in SHED_METHODS:
-            run_dir, work = tmp / m, tmp / m / "pipe"
-            run_dir.mkdir()
-            cfg = daemon_config(
-                run_dir,
-                path,
-                work,
-                control={"interval_s": sc.tick_s, "window_samples": 3},
-                placement={"method": sc.controller.placement.method},
-                shedding={"method": m, "headroom": sc.controller.shedding.headroom},
-            )
-            if m != "none":  # steered with the costs the unshed run measured
-                _calibrated(cfg, tmp / "calibration.yaml")
-            res = run_live(cfg, path, work, RAMP_MASTER, RAMP_SEGMENTS, trigger_s=sc.tick_s)
-            if m == "none":
-                ov = calibrate(work, sc, skip=1)
-                (tmp / "calibration.yaml").write_text(overlay_yaml(ov))
-                out["calibration"] = {"us_per_row": ov.calibration.measured_us_per_row}
-                out["calibration"] |= {"batch_s": ov.simulator.batch_model.batch_overhead_s}
-            v = verify_workdir(work, compile_query(sc), input_dir=tmp / "ref")
-            stats = [read_batch_stats(f) for f in sorted((work / "metrics").glob("*.json"))]
-            backlog = [int(b.info.get("backlog_segments", 0)) for b in stats]
-            later = [x for b in stats[STARTUP:] for x in b.info.get("arrival_to_commit_s", [])]
-            out[m] = res | v | {"backlog_max": max(backlog), "batches": len(stats)}
-            out[m]["p99_after_startup"] = float(np.percentile(later, 99)) if later else None
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    rows, tick = [], sc.tick_s
-    for m in SHED_METHODS:
-        r = out[m]
-        kept = int(r["rows_in"]) - int(r["rows_dropped"])
-        rows.append(
-            f"| {m} | {r['arrival_to_commit_p50_s']:.1f} | {r['arrival_to_commit_p99_s']:.1f} | "
-            f"{r['arrival_to_commit_p99_s'] / tick:.1f} | {r['p99_after_startup']:.1f} | "
-            f"{r['p99_after_startup'] / tick:.1f} | {r['backlog_max']} | {r['batches']} | "
-            f"{kept} | {kept / max(int(r['rows_in']), 1):.3f} | {r['output_matches_reference']} |"
-        )
-    return "\n".join(rows), out
-
-
-def shedding_section() -> None:
-    shed_table, out = overload_ramp()
-    cal = out["calibration"]
-    tick = load_scenario(ROOT / "scenarios" / "spark-overload-ramp.yaml").tick_s
-    write_section(
-        "Shedding on Spark, live",
-        f"""
-Command: `.venv/bin/python -m bench.bench_policies_spark shedding` ({environment()}; pyspark 4.3).
-
-
-`spark-overload-ramp` run live on {RAMP_MASTER}: a writer adds a {tick:.0f} s segment every
-{tick:.0f} s ({RAMP_SEGMENTS} segments, the input ramping from 0.6 to 4 executor-cores of work,
-holding, and falling back at replay scale 0.1), the driver runs a micro-batch every {tick:.0f} s,
-and the daemon in external mode (a round every {tick:.0f} s, correlation-twoway placement) sheds with the method named
-(target: with `lp`, end-to-end latency p99 at most 3 trigger intervals and the backlog bounded,
-where `none`'s grows through the ramp; LP's weighted output at least uniform's). Latency:
-each segment's arrival in the input log to its batch's commit. Kept rows: input rows the
-committed batches did not drop (the query has one output, weight 1, so this is the weighted
-output); output = reference: `trimtab pipeline verify` against the regenerated input.
-`none` runs first; its batches are calibrated (`trimtab calibrate`: {cal["us_per_row"]:.0f} us
-per row, {cal["batch_s"]:.2f} s fixed per batch) and `uniform` and `lp` are steered with that
-overlay (`substrate.calibration`), so a partition's capacity is what a batch leaves after its
-fixed costs. "After start-up": the segments committed from batch {STARTUP} on (the first
-batches pay the executors' start, 10-15 s here, and leave a backlog no shedding decision has
-yet seen). With one input stream and one output, `uniform` and `lp` solve the same problem
-(one keep fraction, the largest that fits); their rows differ only by the rates each run
-measured.
-
-| shedding | latency p50 (s) | latency p99 (s) | p99 / trigger | p99 after start-up (s) | / trigger | max backlog (segments) | batches | kept rows | kept fraction | output = reference |
-|---|---|---|---|---|---|---|---|---|---|---|
-{shed_table}
-""",
-    )
-    print(shed_table)
 
 
 def main() -> None:

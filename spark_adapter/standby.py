@@ -45,18 +45,6 @@ def wait_for_holder(lease_file: str | Path, prefix: str, timeout_s: float = 120.
     return False
 
 
-def _warm_up(spark: Any, partitions: int) -> None:
-    """Run a tiny Arrow/pandas job on every executor so its Python worker is up (warm standby)."""
-
-    def ident(it: Any) -> Any:
-        yield from it
-
-    slots = max(partitions, spark.sparkContext.defaultParallelism)
-    spark.range(0, 64 * slots, numPartitions=slots).repartition(slots).mapInPandas(
-        ident, "id long"
-    ).count()
-
-
 @dataclass(frozen=True)
 class DriverOptions:
     """How ``run_driver`` runs (see its docstring); the defaults are the CLI's."""
@@ -98,19 +86,13 @@ def run_driver(
         raise ValueError(f"trigger_s must be positive, got {o.trigger_s}")
     if role not in ROLES:
         raise ValueError(f"role: expected 'primary', 'standby' or 'active', got {role!r}")
-    from core.scenario import load_scenario
     from spark_adapter.faults import watching
-    from spark_adapter.session import make_session
 
     work = Path(workdir)
     times: dict[str, float | None] = {"t_start": time.time()}
-    spark = make_session(
-        o.master, f"trimtab-driver-{role}", {"spark.sql.shuffle.partitions": str(o.partitions)}
-    )
-    _warm_up(spark, o.partitions)
+    spark, sc, warmed = _warm_session(scenario_path, role, o)
     # a stopped or dead executor is fenced meanwhile, while following or taking over too
     with watching(spark, o.suspect_s, o.fail_s) as monitor:
-        sc = load_scenario(scenario_path)
         lease = Lease(work / "lease.sqlite", o.lease_ttl_s)
         holder = f"{role}-{os.getpid()}"
         taken: dict[str, Any] = {}
@@ -130,7 +112,7 @@ def run_driver(
     times["t_first_commit"] = first_commit[0] if first_commit else None
     times["t_end"] = time.time()
     result = {"role": role, "epoch": epoch, "restored_through": restored, "ended": ended}
-    result |= times | _outcome(pipe, monitor) | taken
+    result |= times | _outcome(pipe, monitor) | taken | {"warm_start": warmed}
     if taken.get("t_published") is not None:  # the takeover published the batch first
         result["t_first_commit"] = taken["t_published"]
     if o.result_file is not None:
@@ -139,6 +121,21 @@ def run_driver(
     with contextlib.suppress(Exception):
         spark.stop()
     return result
+
+
+def _warm_session(scenario_path: str, role: str, o: DriverOptions) -> tuple[Any, Any, Any]:
+    """The driver's session, its scenario, and its warm start (``warm_start``): the first
+    batch finds the executors, the file source and the fold warm."""
+    from core.scenario import load_scenario
+    from spark_adapter.query import compile_query
+    from spark_adapter.session import make_session
+    from spark_adapter.warm_start import warm_start
+
+    spark = make_session(
+        o.master, f"trimtab-driver-{role}", {"spark.sql.shuffle.partitions": str(o.partitions)}
+    )
+    sc = load_scenario(scenario_path)
+    return spark, sc, warm_start(spark, sc, compile_query(sc, o.partition_speeds), o.partitions)
 
 
 def _heartbeat(lease: Lease, holder: str, epoch: int) -> threading.Event:

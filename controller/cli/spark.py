@@ -19,7 +19,6 @@ from controller.cli.common import (
     writable_dir,
 )
 from controller.scenario import ScenarioFile
-from core.plans import Placement, Plan, RoutingConfig, key_group_units
 
 pipeline_app = typer.Typer(
     help="Run a pipeline driver outside a replay (primary or warm standby).", no_args_is_help=True
@@ -186,23 +185,10 @@ def _ensure_plan(sc: ScenarioFile, workdir: Path, partitions: int, default_plan:
             f"--workdir: no plan in {workdir / 'plans'}: start the controller first "
             "(trimtab run, substrate.kind: spark-external) or pass --default-plan"
         )
-    plans.publish(_hash_plan(sc, partitions))
-
-
-def _hash_plan(sc: ScenarioFile, partitions: int) -> Plan:
-    """Plan 0 without a controller: key group g of the keyed stage on partition g mod P."""
     from spark_adapter.query import compile_query
+    from spark_adapter.warm_start import round_robin_plan
 
-    q = compile_query(sc)
-    return Plan(
-        placement=Placement(
-            units=key_group_units(q.op_id, q.key_groups),
-            nodes=tuple(f"p{i}" for i in range(partitions)),
-            assignment=tuple(g % partitions for g in range(q.key_groups)),
-        ),
-        routing=RoutingConfig(num_partitions=partitions),
-        reason="no controller: key groups spread round-robin over the partitions",
-    )
+    plans.publish(round_robin_plan(compile_query(sc), partitions))
 
 
 @input_app.command("import")

@@ -52,13 +52,15 @@ def test_live_driver_stops_on_sigterm_and_the_next_one_resumes(tmp_path: Path) -
     common = [str(SC), "--workdir", str(tmp_path)]
     run = [EXE, "pipeline", "run", *common, "--master", "local[2]", "--snapshot-every", "2"]
     kw = {"cwd": ROOT, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
-    gen = subprocess.Popen(
-        [EXE, "input", "generate", *common, "--segments", "60", "--scale", "0.1", "--pace-s", "1"],
-        **kw,
-    )
     drv = subprocess.Popen([*run, "--trigger-s", "1", "--result", str(tmp_path / "a.json")], **kw)
+    gen = None
     try:
         deadline = time.monotonic() + 180
+        while not (tmp_path / "app.json").exists():  # warmed and holding the lease
+            assert time.monotonic() < deadline and drv.poll() is None, "the driver did not start"
+            time.sleep(0.2)
+        paced = ["--segments", "60", "--scale", "0.1", "--pace-s", "1"]
+        gen = subprocess.Popen([EXE, "input", "generate", *common, *paced], **kw)
         while len(list((tmp_path / "metrics").glob("batch-*.json"))) < 4:
             assert time.monotonic() < deadline and drv.poll() is None, "driver made no progress"
             time.sleep(0.5)
@@ -68,10 +70,11 @@ def test_live_driver_stops_on_sigterm_and_the_next_one_resumes(tmp_path: Path) -
         first = _json_out(drv)
     finally:
         for p in (gen, drv):
-            if p.poll() is None:
+            if p is not None and p.poll() is None:
                 os.kill(p.pid, signal.SIGKILL)
     a = json.loads((tmp_path / "a.json").read_text())
     assert not a["ended"] and first_gen["closed"] is False
+    assert a["warm_start"]["dry_batches"] == 1, a["warm_start"]  # warmed before its first batch
     assert first_gen["segments"] < 60  # the writer stopped on SIGTERM
     # SIGTERM drains: every segment written was processed and committed, gap-free
     assert first["committed"] == list(range(len(first["committed"])))
@@ -87,8 +90,8 @@ def test_live_driver_stops_on_sigterm_and_the_next_one_resumes(tmp_path: Path) -
     assert np.median(np.diff(starts)) >= 0.8  # it followed the live log, one batch a second
     # end-to-end: once the driver runs, a segment waits at most for the batch running when it
     # arrived and a trigger interval, then its own batch. Segments that arrived before the
-    # first batch ended also waited for the driver's start-up (the writer started first), so
-    # they are left out here; the driver's p50 includes them.
+    # first batch ended also waited for the query's start, so they are left out here; the
+    # driver's p50 includes them.
     files = sorted((tmp_path / "metrics").glob("batch-*.json"))
     batches = [json.loads(f.read_text()) for f in files]
     durations = [b["duration_s"] for b in batches]
