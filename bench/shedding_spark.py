@@ -85,7 +85,7 @@ def overload_ramp() -> dict[str, dict[str, Any]]:
             later = [x for b in stats[STARTUP:] for x in b.info.get("arrival_to_commit_s", [])]
             out[label] = res | v | {"backlog_max": max(backlog), "batches": len(stats)}
             out[label]["p99_after_startup"] = float(np.percentile(later, 99)) if later else None
-            out[label]["kept"] = int(res["rows_in"]) - int(res["rows_dropped"])
+            out[label]["kept"] = int(v["rows_in"]) - int(v["rows_dropped"])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out

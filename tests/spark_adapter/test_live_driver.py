@@ -75,6 +75,7 @@ def test_live_driver_stops_on_sigterm_and_the_next_one_resumes(tmp_path: Path) -
     a = json.loads((tmp_path / "a.json").read_text())
     assert not a["ended"] and first_gen["closed"] is False
     assert a["warm_start"]["dry_batches"] == 1, a["warm_start"]  # warmed before its first batch
+    assert first["warm_start"] == a["warm_start"]  # and it says so
     assert first_gen["segments"] < 60  # the writer stopped on SIGTERM
     # SIGTERM drains: every segment written was processed and committed, gap-free
     assert first["committed"] == list(range(len(first["committed"])))
