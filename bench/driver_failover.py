@@ -60,7 +60,9 @@ live 3 s. Time from the crash to the next driver's first committed (published) b
 An active standby (`pipeline run --role active`, started before the primary) has processed
 every batch the primary pinned, batch 3 included, in its own directory: at takeover it
 publishes batch 3's output and commit, with no restore and no refold, so what remains is the
-lease expiry. The warm standby restores the newest snapshot, refolds the committed batches
-after it and re-runs batch 3; the cold restart also starts its session. Target: the active
+lease expiry. The warm standby (`--role standby`, also started before the primary, its session
+up and warmed by a dry batch, `_STANDBY_READY`) restores the newest snapshot, refolds the
+committed batches after it and re-runs batch 3; the cold restart also starts its session and
+runs its warm start (a dry batch) before it takes the lease. Target: the active
 standby's first published batch at most 0.3x the warm standby's takeover time.
 """

@@ -171,9 +171,9 @@ def driver_failover(
 ) -> dict[str, Any]:
     """``work`` holds an input log and a plan. The primary (``trimtab pipeline run``) is killed
     by ``--kill-after-output kill_after``; ``mode`` ``active`` starts an active standby first
-    (the primary once it follows), ``standby`` a warm standby once the primary holds the lease,
-    ``cold`` a new primary after the crash. Returns the next driver's result and ``t_crash``."""
-    from spark_adapter.standby import READY, wait_for_holder
+    (the primary once it follows), ``standby`` a warm standby first (the primary once it waits
+    for the lease), ``cold`` a new primary after the crash. Returns the next driver's result and ``t_crash``."""
+    from spark_adapter.standby import READY, STANDBY_READY, wait_for_holder
 
     if mode not in ("active", "standby", "cold"):
         raise ValueError(f"mode: expected active, standby or cold, got {mode!r}")
@@ -186,17 +186,16 @@ def driver_failover(
     kw: dict[str, Any] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE, "text": True}
     procs: list[subprocess.Popen[str]] = []
     try:
-        if mode == "active":
+        if mode in ("active", "standby"):  # up and warm before the primary starts
             procs.append(subprocess.Popen(nxt, env=env, **kw))
-            _wait_for(work / "active-standby" / READY, procs[-1], 180, "the active standby")
+            ready = work / "active-standby" / READY if mode == "active" else work / STANDBY_READY
+            _wait_for(ready, procs[-1], 180, f"the {mode} standby")
         primary = subprocess.Popen(
             [*common, "--role", "primary", "--kill-after-output", str(kill_after)], env=env, **kw
         )
         procs.append(primary)
         if not wait_for_holder(work / "lease.sqlite", "primary", 180):
             raise RuntimeError("the primary never took the lease")
-        if mode == "standby":
-            procs.append(subprocess.Popen(nxt, env=env, **kw))
         primary.wait(timeout=600)
         t_crash = time.time()
         if primary.returncode != -signal.SIGKILL:
@@ -205,7 +204,7 @@ def driver_failover(
             raise RuntimeError(f"the primary exited {primary.returncode}: {lines[-5:]}")
         if mode == "cold":
             procs.append(subprocess.Popen(nxt, env=env, **kw))
-        _, err = procs[0 if mode == "active" else -1].communicate(timeout=600)
+        _, err = procs[0 if mode != "cold" else -1].communicate(timeout=600)
         if not (work / "next.json").exists():
             raise RuntimeError(f"the next driver wrote no result: {err[-3000:]}")
         return json.loads((work / "next.json").read_text()) | {"t_crash": t_crash}

@@ -32,6 +32,7 @@ __all__ = ["ROLES", "DriverOptions", "run_driver", "wait_for_holder"]
 
 ROLES = ("primary", "standby", "active")
 READY = "_READY"  # in WORKDIR/active-standby: the active standby is up and following
+STANDBY_READY = "_STANDBY_READY"  # in WORKDIR: a warm standby is up and waits for the lease
 
 
 def wait_for_holder(lease_file: str | Path, prefix: str, timeout_s: float = 120.0) -> bool:
@@ -221,11 +222,16 @@ def _take_over_active(
 
 def _acquire(lease: Lease, holder: str, role: str, pipe: Any) -> int:
     """Wait for the lease; a standby follows the primary's commits meanwhile (its state stays
-    warm), a primary waits out a dead holder's lease and no longer."""
+    warm) and takes over from a primary only (never a lease no driver has held: started
+    first, it waits for the primary, and says it is ready in ``WORKDIR/_STANDBY_READY``); a
+    primary waits out a dead holder's lease and no longer."""
     give_up = time.time() + 2 * lease.ttl_s + 1
     last_follow = 0.0
+    if role == "standby":
+        (pipe.dir / STANDBY_READY).touch()  # warm and waiting: a harness may start the primary
     while True:
-        epoch = lease.acquire(holder)
+        held = not (role == "standby" and lease.state().epoch == 0)
+        epoch = lease.acquire(holder) if held else None
         if epoch is not None:
             return epoch
         if role == "primary" and time.time() > give_up:
