@@ -172,7 +172,8 @@ def driver_failover(
     """``work`` holds an input log and a plan. The primary (``trimtab pipeline run``) is killed
     by ``--kill-after-output kill_after``; ``mode`` ``active`` starts an active standby first
     (the primary once it follows), ``standby`` a warm standby first (the primary once it waits
-    for the lease), ``cold`` a new primary after the crash. Returns the next driver's result and ``t_crash``."""
+    for the lease), ``cold`` a new primary after the crash. Returns the next driver's result
+    and ``t_crash``."""
     from spark_adapter.standby import READY, STANDBY_READY, wait_for_holder
 
     if mode not in ("active", "standby", "cold"):

@@ -26,13 +26,7 @@ from typing import Any
 
 from spark_adapter.metrics import RestPoller
 
-__all__ = [
-    "LOCAL_EXECUTORS",
-    "ExecutorPool",
-    "live_executor_count",
-    "releasable",
-    "warm_up",
-]
+__all__ = ["LOCAL_EXECUTORS", "ExecutorPool", "live_executor_count", "releasable", "warm_up"]
 
 
 def releasable(executors: list[dict[str, Any]], surplus: int) -> list[str]:

@@ -14,9 +14,8 @@ executor that is listed active and has made progress (or has nothing to do) hear
 that stays silent past the failure timeout is declared failed and fenced: ended by pid when its
 process is on this machine (a stopped process cannot act on a polite request), through
 ``killExecutor`` otherwise, so its tasks are rescheduled at once, long before Spark's network
-timeout. A
-replacement that joins after an executor was lost or fenced is warmed by a small job before
-batches need it.
+timeout. A replacement that joins after an executor was lost or fenced is warmed by a small
+job before batches need it.
 """
 
 from __future__ import annotations

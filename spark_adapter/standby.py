@@ -230,8 +230,8 @@ def _acquire(lease: Lease, holder: str, role: str, pipe: Any) -> int:
     if role == "standby":
         (pipe.dir / STANDBY_READY).touch()  # warm and waiting: a harness may start the primary
     while True:
-        held = not (role == "standby" and lease.state().epoch == 0)
-        epoch = lease.acquire(holder) if held else None
+        may_take = not (role == "standby" and lease.state().epoch == 0)
+        epoch = lease.acquire(holder) if may_take else None
         if epoch is not None:
             return epoch
         if role == "primary" and time.time() > give_up:

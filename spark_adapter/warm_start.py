@@ -10,8 +10,8 @@ s at a 3 s trigger). A batch-shaped job alone (``executor_pool.warm_up``) left 7
 was the file source's first read and the output's first write. So the driver waits until the
 executors its master starts have registered, then runs the pipeline itself, with the query it
 will run, over one small generated segment in a temporary directory (a round-robin plan, every
-window left open) and removes the directory. Nothing of the user's working directory
-is read or written.
+window left open) and removes the directory. Nothing of the user's working directory is read
+or written.
 """
 
 from __future__ import annotations
@@ -67,8 +67,7 @@ def warm_start(
     """Wait (at most ``timeout_s``) for the master's executors, then run one dry batch of
     ``q`` (see the module's docstring). Returns the executors registered (None in
     ``local[N]``), the wait's and the dry batch's seconds, the dry batch's rows and batches
-    run (1), and under
-    ``failed`` why it could not run (the driver then goes on, cold)."""
+    run (1), and under ``failed`` why it could not run (the driver then goes on, cold)."""
     from spark_adapter.options import PipelineOptions
     from spark_adapter.pipeline import SparkPipeline
     from spark_adapter.source import InputLog
