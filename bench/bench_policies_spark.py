@@ -1,10 +1,11 @@
 """The controller's placement policies on Spark: does correlation placement lower batch time?
 
-Run: .venv/bin/python -m bench.bench_policies_spark [placement] [shedding] [rod]
+Run: .venv/bin/python -m bench.bench_policies_spark [placement] [shedding] [split] [rod]
 ROD: ``scenarios/spark-bursty-rod.yaml`` replayed with LLF's and ROD's initial placements at
 a few input scales; the sustained burst rate is where a method's burst batches reach the tick.
 Shedding (``bench.shedding_spark``): ``scenarios/spark-overload-ramp.yaml`` live (the daemon,
-a live driver, a paced writer) with no shedding, uniform and LP.
+a live driver, a paced writer) with no shedding, uniform and LP. Split (``bench.split_spark``):
+``scenarios/spark-split-shed.yaml``, LP drops after a split against uniform drops.
 Workload: ``scenarios/spark-anticorrelated.yaml``: a windowed count over 16 key groups in two
 classes whose popularity swings anti-phased (period 20 micro-batches of 2 s, depth 0.8), 200 us
 per tuple, 2 partitions on ``local-cluster[2,1,1024]``, the input at ``SCALE`` x the scenario's
@@ -27,6 +28,7 @@ from typing import Any
 from bench.common import ROOT, calibration_row, environment, held_plan_load, write_section
 from bench.rod_spark import rod_section
 from bench.shedding_spark import shedding_section
+from bench.split_spark import split_section
 from controller.calibration import (
     apply_overlay,
     calibrate,
@@ -157,14 +159,16 @@ def calibration_table(sc: ScenarioFile, work: Path, out: dict[str, dict[str, Any
 
 
 def main() -> None:
-    """Every part, or those named: ``placement``, ``shedding``, ``rod``."""
-    known = ("placement", "shedding", "rod")
+    """Every part, or those named: ``placement``, ``shedding``, ``split``, ``rod``."""
+    known = ("placement", "shedding", "split", "rod")
     parts = sys.argv[1:] or list(known)
     unknown = [p for p in parts if p not in known]
     if unknown:
         raise SystemExit(f"bench_policies_spark: unknown part {unknown[0]!r} ({', '.join(known)})")
     if "shedding" in parts:
         shedding_section()
+    if "split" in parts:
+        split_section()
     if "placement" in parts:
         placement_section()
     if "rod" in parts:

@@ -155,7 +155,9 @@ def calibrate(
     modelled = sum(q.cost_us[s] * n for s, n in seen.items()) / total  # us per row, by rows
     ticks = _ticks(batches)
     ids = [s.id for s in scenario.streams]
-    expected = rates(scenario)[ticks % scenario.ticks][:, [ids.index(s) for s in q.sides]].sum()
+    expected = rates(scenario)[ticks % scenario.ticks][
+        :, [ids.index(q.stream_of(s)) for s in q.sides]
+    ].sum()
     scale = total / max(float(expected), 1e-9)
     k = f["c"] * 1e6 / modelled
     return CalibrationOverlay(

@@ -90,7 +90,7 @@ def replay_spark(
         silence = scenario.input_outages()  # a silent input: held back, then its backlog
         rows_in = pipe.input.generate(scenario, batches, scale=scale, silence=silence)
     else:
-        rows_in = _copy_input(Path(input_dir), pipe, set(pipe.q.sides))
+        rows_in = _copy_input(Path(input_dir), pipe, set(pipe.q.streams))
     _report_progress(pipe, progress)
     publish_app(spark, work, master)
     _record_run(work, scenario, run, scale)

@@ -67,17 +67,28 @@ def spark_context(
     calibration (``trimtab calibrate``), a row costs the measured seconds, and a partition's
     capacity is what a batch leaves for work: ``(tick_s - batch_overhead_s -
     task_overhead_s) / tick_s`` cores, so shedding starts where batches stop keeping up."""
-    streams = list(query.sides)
-    cost_us = max(query.cost_us.values())
+    streams = list(query.sides)  # a split stream's paths are streams here: drops after it
+    cost = {s: query.cost_us.get(s, 0.0) for s in streams}
     cap = 1.0
-    if calibration is not None:
-        cost_us = calibration.calibration.measured_us_per_row
+    if calibration is not None:  # the measured cost per row, each path's in its proportion
+        c = calibration.calibration
+        cost = {
+            s: v * c.measured_us_per_row / max(c.modelled_us_per_row, 1e-9) for s, v in cost.items()
+        }
         bm = calibration.simulator.batch_model
         cap = spark_capacity(scenario.tick_s, bm.batch_overhead_s, bm.task_overhead_s)
-    op = OperatorSpec(query.op_id, "aggregate", tuple(streams), cost_us, 1.0, query.key_groups)
+    op = OperatorSpec(
+        query.op_id,
+        "aggregate",
+        tuple(streams),
+        max(cost.values()),
+        1.0,
+        query.key_groups,
+        stream_cost_us=tuple(cost.items()),
+    )
     net = QueryNetwork(tuple(streams), (op,))
     ids = [s.id for s in scenario.streams]
-    pos = [ids.index(s) for s in streams]
+    pos = [ids.index(query.stream_of(s)) for s in streams]
     # a key group's load per stream follows that stream's declared key distribution
     shares = np.stack(
         [
@@ -175,7 +186,10 @@ def make_daemon_wiring(
     if not sub.workdir:
         raise ValueError("substrate.workdir: spark-external needs the pipeline's working directory")
     q = compile_query(sc)
-    ext = ExternalSparkSubstrate(sub.workdir, list(q.sides), sub.partitions, sc.tick_s)
+    paths = list(q.sides)
+    ext = ExternalSparkSubstrate(
+        sub.workdir, paths, sub.partitions, sc.tick_s, [q.stream_of(s) for s in paths]
+    )
     cal = None
     if sub.calibration:
         from controller.calibration import apply_overlay, load_overlay

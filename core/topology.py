@@ -43,6 +43,9 @@ class OperatorSpec:
     selectivity : output tuples per input tuple
     key_groups : number of key groups (1 for an unkeyed operator)
     weight : utility of one output tuple when this operator is a query output
+    stream_cost_us : (stream, cost) pairs: the cost of a tuple arriving straight from that
+        input stream, where it differs from ``cost_us`` (the Spark keyed stage, which spends
+        each path's stateless operators where the path's rows fold)
     """
 
     id: str
@@ -53,6 +56,7 @@ class OperatorSpec:
     key_groups: int = 1
     weight: float = 1.0
     state_bytes_per_key_group: float = 0.0
+    stream_cost_us: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,12 @@ class QueryNetwork:
                     raise TopologyError(f"operators.{i}.inputs: unknown input {src!r}")
             if op.cost_us < 0 or op.selectivity < 0 or op.key_groups < 1:
                 raise TopologyError(f"operators.{i}: negative cost/selectivity or key_groups < 1")
+            for src, c in op.stream_cost_us:
+                if src not in op.inputs or src not in self.streams or not c >= 0:
+                    raise TopologyError(
+                        f"operators.{i}.stream_cost_us: {src!r} is not an input stream of "
+                        f"{op.id!r} with a cost of at least 0"
+                    )
         object.__setattr__(self, "_order", self._topological_order())
 
     def _topological_order(self) -> tuple[int, ...]:
@@ -165,8 +175,21 @@ class QueryNetwork:
 
     def load_coefficients(self, arc_keep: Mapping[str, float] | None = None) -> NDArray[np.float64]:
         """``(m, d)`` CPU-seconds of operator j per tuple of stream k (the ROD matrix L^o)."""
-        cost_s = np.array([o.cost_us for o in self.operators]) * 1e-6
-        return self.rate_coefficients(arc_keep) * cost_s[:, None]
+        return self.rate_coefficients(arc_keep) * self.cost_matrix()
+
+    def cost_matrix(self) -> NDArray[np.float64]:
+        """``(m, d)`` CPU-seconds of operator j per tuple it receives of stream k: its
+        ``cost_us``, or its ``stream_cost_us`` for a stream it reads directly."""
+        cost = np.repeat(
+            np.array([o.cost_us for o in self.operators], dtype=float)[:, None] * 1e-6,
+            len(self.streams),
+            axis=1,
+        )
+        sidx = {s: k for k, s in enumerate(self.streams)}
+        for i, o in enumerate(self.operators):
+            for src, c in o.stream_cost_us:
+                cost[i, sidx[src]] = c * 1e-6
+        return cost
 
     def output_coefficients(
         self, arc_keep: Mapping[str, float] | None = None

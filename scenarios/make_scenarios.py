@@ -445,6 +445,7 @@ def main() -> None:
     dpc_scenarios()
     overload_spark()
     bursty_rod_spark()
+    split_spark()
 
 
 def _piecewise(*pieces: tuple[float, dict[str, Any]]) -> dict[str, Any]:
@@ -722,6 +723,66 @@ def overload_spark() -> None:
                 "interval_s": 6,
                 "window_k": 4,
                 "placement": {"method": "correlation-twoway"},
+                "shedding": {"method": "lp", "headroom": 0.9},
+            },
+        },
+    )
+
+
+def split_spark() -> None:
+    """LP shedding after a split on Spark: a shared prefix whose two branches cost 7:1."""
+    keys = {"space": 1000, "distribution": "zipf", "s": 0.8}
+    window = {"size_s": 12, "slide_s": 3}
+    write(
+        "spark-split-shed",
+        {
+            "description": "Two input streams into one keyed windowed count on 2 partitions, "
+            "at about twice what the partitions hold (replay scale 0.1). Stream s is parsed "
+            "once and split: each row goes both through an expensive enrichment (3 ms a row) "
+            "and straight on (0.1 ms); stream t passes a 2 ms UDF. Every row reaching the count "
+            "is worth the same, so the LP drops the enriched branch first (a drop after the "
+            "split), then t at its input, and keeps the cheap branch; uniform shedding drops "
+            "every location alike.",
+            "seed": 14,
+            "duration_s": 60,
+            "tick_s": 3.0,
+            "cluster": nodes(2),
+            "simulator": {"rate_scale": 0.1},
+            "streams": [
+                {"id": "s", "rate": {"kind": "constant", "rate": 3000.0}, "keys": keys},
+                {"id": "t", "rate": {"kind": "constant", "rate": 3000.0}, "keys": keys},
+            ],
+            "operators": [
+                {"id": "parse", "kind": "map", "inputs": ["s"], "cost_us": 100.0},
+                {
+                    "id": "enrich",
+                    "kind": "map",
+                    "inputs": ["parse"],
+                    "cost_us": 3000.0,
+                    "params": {"expr": "v * 2"},
+                },
+                {"id": "direct", "kind": "map", "inputs": ["parse"], "cost_us": 100.0},
+                {"id": "t_udf", "kind": "map", "inputs": ["t"], "cost_us": 2000.0},
+                {
+                    "id": "merged",
+                    "kind": "union",
+                    "inputs": ["enrich", "direct", "t_udf"],
+                    "cost_us": 0.0,
+                },
+                {
+                    "id": "count_k",
+                    "kind": "aggregate",
+                    "inputs": ["merged"],
+                    "cost_us": 1000.0,
+                    "key_groups": 8,
+                    "window": dict(window),
+                    "params": {"key": "k", "agg": "count"},
+                },
+            ],
+            "controller": {
+                "interval_s": 6,
+                "window_k": 4,
+                "placement": {"method": "least-loaded"},
                 "shedding": {"method": "lp", "headroom": 0.9},
             },
         },

@@ -66,12 +66,12 @@ def build_model(net: QueryNetwork, share: Array, rates: Array) -> ShedModel:
     splits = [
         (a, b) for a, cs in consumers.items() if a not in net.streams and len(cs) > 1 for b in cs
     ]
-    cost_s = np.array([o.cost_us for o in net.operators]) * 1e-6
+    cost_s = net.cost_matrix()  # (m, d)
     base_rate = net.rate_coefficients()  # (m, d)
     base_out = net.weighted_output()
     onehot = share
     locs: list[str] = list(net.streams)
-    load_rows = [onehot @ (base_rate[:, k] * cost_s) for k in range(d)]
+    load_rows = [onehot @ (base_rate[:, k] * cost_s[:, k]) for k in range(d)]
     rate = list(rates)
     gain = list(base_out)
     parent = [-1] * d
@@ -82,7 +82,7 @@ def build_model(net: QueryNetwork, share: Array, rates: Array) -> ShedModel:
         below_out = base_out - net.weighted_output(arc)
         k = int(np.argmax(below_rate.sum(axis=0)))  # the input stream feeding this split
         locs.append(f"{a}->{b}")
-        row = onehot @ (below_rate[:, k] * cost_s)
+        row = onehot @ (below_rate[:, k] * cost_s[:, k])
         load_rows[k] = load_rows[k] - row
         load_rows.append(row)
         rate.append(float(rates[k]))

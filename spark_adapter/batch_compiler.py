@@ -153,9 +153,27 @@ def keep_sql(plan: Plan, q: QuerySpec, batch_id: int) -> str | None:
     conds = [
         f"(stream <> {_str(s)} OR {uniform_sql('event_id', drop_seed(batch_id))} < {keep!r}D)"
         for s in q.sides
-        if (keep := float(plan.shed.keep_of(s))) < 1.0
+        if (keep := float(q.keep_of(plan.shed, s))) < 1.0
     ]
     return " AND ".join(conds) if conds else None
+
+
+def fork_sql(q: QuerySpec) -> str | None:
+    """The path streams of an input row (``QuerySpec.forks``) as an array, its own stream
+    where it has one path (None: no stream is split).
+
+    >>> q = QuerySpec("a", "aggregate", "count", 4.0, 1.0, 2, {"s:f->m": 0, "s:f->n": 1, "t": 2},
+    ...               forks={"s:f->m": ("s", ("f->m",)), "s:f->n": ("s", ("f->n",))})
+    >>> fork_sql(q)
+    "CASE stream WHEN 's' THEN array('s:f->m', 's:f->n') ELSE array(stream) END"
+    """
+    if not q.forks:
+        return None
+    by: dict[str, list[str]] = {}
+    for name, (s, _) in q.forks.items():
+        by.setdefault(s, []).append(_str(name))
+    cases = " ".join(f"WHEN {_str(s)} THEN array({', '.join(v)})" for s, v in by.items())
+    return f"CASE stream {cases} ELSE array(stream) END"
 
 
 def filter_sql(q: QuerySpec) -> str:
@@ -190,7 +208,7 @@ def pane_columns_sql(q: QuerySpec) -> dict[str, str]:
 
 def window_keep(plan: Plan, q: QuerySpec) -> float:
     """A window's keep fraction under ``plan``: the smallest of its input streams'."""
-    return min(float(plan.shed.keep_of(s)) for s in q.sides)
+    return min(float(q.keep_of(plan.shed, s)) for s in q.sides)
 
 
 @dataclass(frozen=True)
@@ -277,7 +295,8 @@ class BatchSpec:
     nodes: int  # the plan's running nodes (scale), whose executors the pipeline keeps
     wm_prev: float
     wm: float
-    keep: tuple[tuple[str, float], ...]  # per stream, as pinned
+    keep: tuple[tuple[str, float], ...]  # per (path) stream, as pinned
+    fork: str | None  # an input row's path streams, one copy each (None: no split)
     input_keep: str | None  # tuple drops on the input rows (None: keep all)
     input_filter: str  # stream membership and stateless filters
     input_value: str  # an input row's value after its maps
@@ -355,7 +374,8 @@ def compile_batch(
         nodes=running,
         wm_prev=pin.watermark_prev,
         wm=pin.watermark,
-        keep=tuple((s, float(plan.shed.keep_of(s))) for s in q.sides),
+        keep=tuple((s, float(q.keep_of(plan.shed, s))) for s in q.sides),
+        fork=fork_sql(q),
         input_keep=None if floors is not None else keep_sql(plan, q, pin.batch_id),
         input_filter=filter_sql(q),
         input_value=value_sql(q),

@@ -62,6 +62,8 @@ def input_files(df: DataFrame) -> set[str]:
 def shed_and_route(df: DataFrame, state: DataFrame, spec: BatchSpec) -> DataFrame:
     """Input rows of the batch (kept, filtered, tagged 'I') with the state of b - 1 (tagged
     'S'), each with its partition under the batch's plan (``pid``) and before it (``prev_pid``)."""
+    if spec.fork is not None:  # a split: a copy of the row per path, each its own stream
+        df = df.withColumn("stream", F.explode(F.expr(spec.fork)))
     if spec.input_keep is not None:
         df = df.where(F.expr(spec.input_keep))
     rows = df.where(F.expr(spec.input_filter)).select(

@@ -26,6 +26,7 @@ __all__ = [
     "backlog_work",
     "end_to_end",
     "observation_from_batches",
+    "offered_rates",
     "partition_status",
     "read_batch_stats",
     "ready_nodes",
@@ -231,16 +232,64 @@ def backlog_work(st: BatchStats, n: int) -> np.ndarray:
     return busy * queued / segments_read(st)
 
 
+def offered_rates(
+    rows: dict[str, int], keep: dict[str, float], streams: list[str], inputs: list[str] | None
+) -> np.ndarray:
+    """Rows offered per stream in one batch: rows counted over their keep; a stream dropped
+    whole (keep 0) takes the largest of its siblings' (``inputs``: the same input stream), or
+    NaN (not seen) when it has none.
+
+    >>> offered_rates({"s:a": 0, "s:b": 30, "t": 0}, {"s:a": 0.0, "s:b": 0.5, "t": 0.0},
+    ...               ["s:a", "s:b", "t"], ["s", "s", "t"]).tolist()
+    [60.0, 60.0, nan]
+    """
+    k = np.array([keep.get(s, 1.0) for s in streams], dtype=float)
+    seen = k > 1e-6
+    out = np.array([rows.get(s, 0) for s in streams], dtype=float) / np.where(seen, k, 1.0)
+    groups = np.array(inputs if inputs is not None else streams)
+    for i in np.flatnonzero(~seen):
+        sib = (groups == groups[i]) & seen
+        out[i] = out[sib].max() if sib.any() else np.nan
+    return out
+
+
+def _batch_rates(
+    batches: list[BatchStats],
+    streams: list[str],
+    tick_s: float,
+    inputs: list[str] | None,
+    last_rates: np.ndarray | None,
+) -> np.ndarray:
+    """``(streams, batches)`` offered rates (rows/s); a stream not seen keeps the last rate."""
+    rates = np.zeros((len(streams), len(batches)))
+    held = np.zeros(len(streams)) if last_rates is None else np.asarray(last_rates, float)
+    for j, b in enumerate(batches):
+        kept = b.info.get("stream_keep", {})  # rows counted after drops: offered = kept / keep
+        span = segments_read(b) * tick_s  # a live batch behind its input reads several ticks
+        now = offered_rates(b.stream_rows, kept, streams, inputs) / span
+        rates[:, j] = held = np.where(np.isnan(now), held, now)
+    return rates
+
+
 def observation_from_batches(
-    batches: list[BatchStats], n: int, streams: list[str], tick_s: float, plan_version: int
+    batches: list[BatchStats],
+    n: int,
+    streams: list[str],
+    tick_s: float,
+    plan_version: int,
+    inputs: list[str] | None = None,
+    last_rates: np.ndarray | None = None,
 ) -> Observation:
-    """One sample per batch: unit (key group) and partition loads in cores, rates, hot keys."""
+    """One sample per batch: unit (key group) and partition loads in cores, rates, hot keys.
+
+    ``inputs[i]``: the input stream of ``streams[i]``; a stream a batch dropped whole shows no
+    rate: it takes its siblings' (a split's paths copy one input), else ``last_rates``'.
+    """
     if not batches:
         return _no_batch(n, len(streams), plan_version)
     g = batches[0].kg_rows.size
     unit = np.zeros((g, len(batches)))
     node = np.zeros((n, len(batches)))
-    rates = np.zeros((len(streams), len(batches)))
     for j, b in enumerate(batches):
         dur = max(b.duration_s, 1e-3)
         node[:, j] = b.busy_s / dur
@@ -248,10 +297,7 @@ def observation_from_batches(
         # a key group's rows may sit in several partitions (split hot keys): average cost per row
         mean_cost = float((per_row * b.rows).sum() / max(b.rows.sum(), 1))
         unit[:, j] = b.kg_rows * mean_cost / dur
-        kept = b.info.get("stream_keep", {})  # rows counted after drops: offered = kept / keep
-        span = segments_read(b) * tick_s  # a live batch behind its input reads several ticks
-        for i, s in enumerate(streams):
-            rates[i, j] = b.stream_rows.get(s, 0) / max(kept.get(s, 1.0), 1e-6) / span
+    rates = _batch_rates(batches, streams, tick_s, inputs, last_rates)
     last = batches[-1]
     kc = last.key_rows.groupby("key")["rows"].sum() if len(last.key_rows) else None
     key_counts = (

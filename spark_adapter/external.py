@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from core.observation import Observation
 from core.plans import Plan
 from spark_adapter.actuator import PlanStore
@@ -24,11 +26,18 @@ class ExternalSparkSubstrate:
     """Implements the Substrate protocol over a pipeline's working directory."""
 
     def __init__(
-        self, workdir: str | Path, streams: list[str], partitions: int, tick_s: float = 1.0
+        self,
+        workdir: str | Path,
+        streams: list[str],
+        partitions: int,
+        tick_s: float = 1.0,
+        inputs: list[str] | None = None,
     ) -> None:
         self.dir = Path(workdir)
         self.plans = PlanStore(self.dir / "plans")
         self.streams, self.n, self.tick_s = streams, partitions, tick_s
+        self.inputs = inputs  # the input stream of each (path) stream
+        self.last_rates: np.ndarray | None = None  # per stream, the newest sample
         self.mtimes: dict[Path, float] = {}
         self.version = self.plans.current_version() or 0
 
@@ -45,7 +54,12 @@ class ExternalSparkSubstrate:
             if self.mtimes.get(f) != m:
                 fresh.append(read_batch_stats(f))
         self.mtimes = seen  # files the pipeline retired are forgotten
-        return observation_from_batches(fresh, self.n, self.streams, self.tick_s, self.version)
+        obs = observation_from_batches(
+            fresh, self.n, self.streams, self.tick_s, self.version, self.inputs, self.last_rates
+        )
+        if obs.input_rates.shape[1]:
+            self.last_rates = obs.input_rates[:, -1]
+        return obs
 
     def apply(self, plan: Plan) -> Plan:
         """Publish the plan (after any newer plan, with the user's operator parameters); the

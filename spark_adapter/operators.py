@@ -35,6 +35,7 @@ __all__ = [
     "ROW_DDL",
     "STAT_COLUMNS",
     "charge_merge",
+    "forked",
     "merge_partials",
     "passes_filters",
     "reference_output",
@@ -172,7 +173,9 @@ def update_partition(
         else math.floor((wm_prev - q.size_s) / q.slide_s + 1e-9)
     )
     late = inp["pane"].to_numpy() <= j_prev  # every window of these tuples was already emitted
-    panes = _fold_panes(inp[~late], st)
+    # an aggregate's paths fold together (their sides told the cost and statistics apart)
+    folded = inp[~late] if q.kind == "join" else inp[~late].assign(side=0)
+    panes = _fold_panes(folded, st)
     j_lo, j_hi = _window_range(q, wm_prev, wm, panes["pane"].to_numpy())
     partials = _emit_windows(panes, q.panes_per_window, j_lo, j_hi)
     provisional = _tentative(panes, q, wm, tentative)
@@ -334,6 +337,22 @@ def merge_partials(o: pd.DataFrame, q: QuerySpec) -> pd.DataFrame:
     ).sort_values(["key", "window_start"], ignore_index=True)
 
 
+def forked(events: pd.DataFrame, q: QuerySpec) -> pd.DataFrame:
+    """The rows as the stage reads them: a row of a split stream once per path stream
+    (``QuerySpec.forks``), named by it; other rows as they are (so forking twice is once)."""
+    if not q.forks:
+        return events
+    by: dict[str, list[str]] = {}
+    for name, (s, _) in q.forks.items():
+        by.setdefault(s, []).append(name)
+    st = events["stream"].to_numpy()
+    parts = [events[~np.isin(st, list(by))]]
+    for s, names in by.items():
+        rows = events[st == s]
+        parts += [rows.assign(stream=name) for name in names]
+    return pd.concat(parts, ignore_index=True)
+
+
 def stateless(events: pd.DataFrame, q: QuerySpec) -> tuple[np.ndarray, np.ndarray]:
     """Per row: whether it passes its stream's filters, and its value ``v`` after its maps,
     each stream's chain applied in order (as the Spark stage does). A row of another stream, or
@@ -370,7 +389,7 @@ def reference_output(
     events: pd.DataFrame, q: QuerySpec, keep: pd.Series | None = None
 ) -> pd.DataFrame:
     """The expected final output of every window, from the kept input rows, without routing."""
-    ev = events if keep is None else events[keep.to_numpy()]
+    ev = forked(events if keep is None else events[keep.to_numpy()], q)
     ok, v = stateless(ev, q)
     ev = ev[ok].assign(v=v[ok]) if q.maps_values else ev[ok]
     w = q.panes_per_window
@@ -381,7 +400,7 @@ def reference_output(
     x = pd.DataFrame(
         {
             "key": ev["key"].to_numpy()[idx],
-            "side": ev["stream"].map(q.sides).to_numpy()[idx],
+            "side": ev["stream"].map(q.sides).to_numpy()[idx] if q.kind == "join" else 0,
             "pane": j,
             "v": ev["v"].to_numpy()[idx],
         }

@@ -228,7 +228,7 @@ class SparkPipeline:
     def _commit(self, st: BatchStats, plan: Plan, state: DataFrame, checkpointed: bool) -> None:
         """Commit the batch, snapshot the state when due, trim the input log."""
         b = st.batch_id
-        keep = {s: plan.shed.keep_of(s) for s in self.q.sides}
+        keep = {s: self.q.keep_of(plan.shed, s) for s in self.q.sides}
         info = {
             "event_range": st.event_range,
             "max_ts": st.max_ts,  # the watermark a restore needs, even once the input is trimmed

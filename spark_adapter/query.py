@@ -11,9 +11,12 @@ names the operator when the network has a shape the pipeline cannot run. No pysp
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from itertools import pairwise
+from typing import Any
 
 import numpy as np
 
+from core.plans import ShedPlan
 from core.scenario import OperatorModel, Scenario
 from spark_adapter.expressions import Expr, parse
 
@@ -54,6 +57,33 @@ class QuerySpec:
     # partition id -> factor on the keyed stage's CPU cost (heterogeneous partitions for
     # testing; a partition past the end has factor 1)
     slowdown: tuple[float, ...] = ()
+    # a path stream of a split (``_PathWalk``) -> (its input stream, the split arcs on its path)
+    forks: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+
+    def stream_of(self, s: str) -> str:
+        """The input stream of ``s`` (a path stream or an input stream)."""
+        return self.forks[s][0] if s in self.forks else s
+
+    @property
+    def streams(self) -> list[str]:
+        """The input streams the stage reads, in order."""
+        return list(dict.fromkeys(self.stream_of(s) for s in self.sides))
+
+    def keep_of(self, shed: ShedPlan, s: str) -> float:
+        """The keep fraction of path stream ``s`` under ``shed``: its own location when the
+        plan names it (the Spark controller's), else the smallest of its input stream's and
+        its split arcs' (a drop after a split keeps at most what reaches the split).
+
+        >>> q = QuerySpec("a", "aggregate", "count", 4.0, 1.0, 2, {"s:f->m": 0, "s:f->n": 1},
+        ...               forks={"s:f->m": ("s", ("f->m",)), "s:f->n": ("s", ("f->n",))})
+        >>> shed = ShedPlan(locations=("s", "f->m"), keep=(0.8, 0.5))
+        >>> q.keep_of(shed, "s:f->m"), q.keep_of(shed, "s:f->n"), q.streams
+        (0.5, 0.8, ['s'])
+        """
+        if s in shed.locations or s not in self.forks:
+            return shed.keep_of(s)
+        real, arcs = self.forks[s]
+        return min([shed.keep_of(real), *(shed.keep_of(a) for a in arcs)])
 
     @property
     def panes_per_window(self) -> int:
@@ -110,27 +140,29 @@ class QuerySpec:
         return any(self.value_sql(s) != "`v`" for s in self.sides)
 
 
+Path = tuple[str, tuple[str, ...]]  # a stream and the stateless operators from it to the keyed one
+
+
 class _PathWalk:
-    """Follows the chains of stateless operators from the keyed operator back to the streams,
-    collecting each stream's side, per-row cost and filter predicates."""
+    """Follows every path of stateless operators from the keyed operator back to the streams.
+
+    A stream with one path keeps its id. A stream that reaches the keyed operator by several
+    paths (a *split*: an operator, or the stream, with several consumers) gets one *path
+    stream* per path, named ``"stream:a->b"`` by the split arcs on its path: its rows are
+    copied once per path, each copy through its own chain (``QuerySpec.forks``)."""
 
     def __init__(self, scenario: Scenario) -> None:
         self.ops = {o.id: o for o in scenario.operators}
         self.streams = [s.id for s in scenario.streams]
-        self.sides: dict[str, int] = {}
-        self.cost: dict[str, float] = {}
-        self.predicates: dict[str, list[tuple[str, str, float]]] = {}
-        self.filter_ops: dict[str, Predicate] = {}
-        self.filter_streams: dict[str, tuple[str, ...]] = {}
-        self.map_ops: dict[str, str] = {}
-        self.steps: dict[str, tuple[str, ...]] = {}
-        self._added: set[tuple[str, str]] = set()  # (operator, stream): a union adds once
+        self.consumers: dict[str, list[str]] = {}
+        for o in scenario.operators:
+            for i in dict.fromkeys(o.inputs):
+                self.consumers.setdefault(i, []).append(o.id)
 
-    def walk(self, src: str, side: int) -> None:
+    def paths(self, src: str) -> list[Path]:
+        """The distinct paths from the streams to ``src``, each ending at ``src``."""
         if src in self.streams:
-            self.sides[src] = side
-            self.cost.setdefault(src, 0.0)
-            return
+            return [(src, ())]
         o = self.ops[src]
         if o.kind in ("aggregate", "join"):
             raise ValueError(
@@ -140,31 +172,67 @@ class _PathWalk:
             raise ValueError(
                 f"operators.{o.id}.inputs: stateless operators need one input on Spark"
             )
-        for inp in o.inputs:
-            self.walk(inp, side)
-            for s in [s for s in self.streams if self.sides.get(s) == side]:
-                self._add(o, s)
+        found = [(s, (*chain, o.id)) for inp in o.inputs for s, chain in self.paths(inp)]
+        return list(dict.fromkeys(found))  # a union of one input twice adds it once
 
-    def _add(self, o: OperatorModel, stream: str) -> None:
-        if (o.id, stream) in self._added:
-            return
-        self._added.add((o.id, stream))
-        self.cost[stream] = self.cost.get(stream, 0.0) + o.cost_us
-        if o.kind == "map":
-            expr = str(o.params.get("expr", "v"))
-            parse(expr, f"operators.{o.id}.params.expr")
-            self.map_ops[o.id] = expr
-            self.steps[stream] = (*self.steps.get(stream, ()), o.id)
-        if o.kind == "filter" and {"column", "op", "value"} <= set(o.params):
-            if o.params["op"] not in OPS:
-                raise ValueError(
-                    f"operators.{o.id}.params.op: unknown comparison {o.params['op']!r}"
-                )
-            pred = (str(o.params["column"]), str(o.params["op"]), float(o.params["value"]))
-            self.predicates.setdefault(stream, []).append(pred)
-            self.filter_ops[o.id] = pred
-            self.filter_streams[o.id] = (*self.filter_streams.get(o.id, ()), stream)
-            self.steps[stream] = (*self.steps.get(stream, ()), o.id)
+    def split_arcs(self, path: Path, top: str) -> tuple[str, ...]:
+        """The arcs of ``path`` (into ``top``) that leave a node with several consumers."""
+        nodes = [path[0], *path[1], top]
+        return tuple(f"{a}->{b}" for a, b in pairwise(nodes) if len(self.consumers.get(a, ())) > 1)
+
+    def spec(self, top: OperatorModel) -> dict[str, Any]:
+        """The per-path fields of the ``QuerySpec`` for keyed operator ``top``: sides (a
+        join's input index; an aggregate's path index, which the fold charges by and merges
+        away), per-row costs of the stateless operators, predicates, filters, maps, steps and
+        forks."""
+        per_side = [self.paths(inp) for inp in top.inputs]
+        count = {}
+        for ps in per_side:
+            for s, _ in ps:
+                count[s] = count.get(s, 0) + 1
+        out: dict[str, Any] = {
+            k: {}
+            for k in ("sides", "cost", "predicates", "filter_ops", "map_ops", "steps", "forks")
+        }
+        filter_streams: dict[str, list[str]] = {}
+        for side, ps in enumerate(per_side):
+            for s, chain in ps:
+                name = s
+                if count[s] > 1:
+                    arcs = self.split_arcs((s, chain), top.id)
+                    name = f"{s}:{','.join(arcs) or side}"
+                    if name in out["sides"]:
+                        name = f"{name}#{len(out['sides'])}"
+                    out["forks"][name] = (s, arcs)
+                out["sides"][name] = side if top.kind == "join" else len(out["sides"])
+                out["cost"][name] = sum(self.ops[o].cost_us for o in chain)
+                out["steps"][name] = self._steps(name, chain, out, filter_streams)
+        out["filter_streams"] = {k: tuple(v) for k, v in filter_streams.items()}
+        return out
+
+    def _steps(
+        self, name: str, chain: tuple[str, ...], out: dict[str, Any], fs: dict[str, list[str]]
+    ) -> tuple[str, ...]:
+        """The filters and maps of ``chain`` for path stream ``name``, recorded in ``out``."""
+        steps: list[str] = []
+        for op_id in chain:
+            o = self.ops[op_id]
+            if o.kind == "map":
+                expr = str(o.params.get("expr", "v"))
+                parse(expr, f"operators.{o.id}.params.expr")
+                out["map_ops"][o.id] = expr
+                steps.append(o.id)
+            if o.kind == "filter" and {"column", "op", "value"} <= set(o.params):
+                if o.params["op"] not in OPS:
+                    raise ValueError(
+                        f"operators.{o.id}.params.op: unknown comparison {o.params['op']!r}"
+                    )
+                pred = (str(o.params["column"]), str(o.params["op"]), float(o.params["value"]))
+                out["predicates"].setdefault(name, []).append(pred)
+                out["filter_ops"][o.id] = pred
+                fs.setdefault(o.id, []).append(name)
+                steps.append(o.id)
+        return tuple(steps)
 
 
 def compile_query(scenario: Scenario, partition_speeds: tuple[float, ...] = ()) -> QuerySpec:
@@ -182,19 +250,12 @@ def compile_query(scenario: Scenario, partition_speeds: tuple[float, ...] = ()) 
     top = keyed[0]
     if top.window is None:
         raise ValueError(f"operators.{top.id}.window: a keyed operator needs a window on Spark")
-    paths = _PathWalk(scenario)
-    if top.kind == "join":
-        if len(top.inputs) != 2:
-            raise ValueError(f"operators.{top.id}.inputs: a join needs two inputs")
-        paths.walk(top.inputs[0], 0)
-        paths.walk(top.inputs[1], 1)
-    else:
-        for inp in top.inputs:
-            paths.walk(inp, 0)
+    if top.kind == "join" and len(top.inputs) != 2:
+        raise ValueError(f"operators.{top.id}.inputs: a join needs two inputs")
+    paths = _PathWalk(scenario).spec(top)
     per_row = top.cost_us + sum(
         o.cost_us for o in scenario.operators if o.kind in ("aggregate",) and o.id != top.id
     )
-    cost = {s: paths.cost.get(s, 0.0) + per_row for s in paths.sides}
     agg = str(top.params.get("agg", "count")) if top.kind == "aggregate" else "count"
     if agg not in AGGS:
         raise ValueError(f"operators.{top.id}.params.agg: unknown aggregate {agg!r}")
@@ -205,15 +266,16 @@ def compile_query(scenario: Scenario, partition_speeds: tuple[float, ...] = ()) 
         size_s=top.window.size_s,
         slide_s=top.window.slide_s,
         key_groups=top.key_groups,
-        sides=paths.sides,
-        predicates=paths.predicates,
-        cost_us={**paths.cost, **cost},
+        sides=paths["sides"],
+        predicates=paths["predicates"],
+        cost_us={s: c + per_row for s, c in paths["cost"].items()},
         merge_cost_us=top.merge_cost_us,
-        filter_ops=paths.filter_ops,
-        filter_streams=paths.filter_streams,
-        map_ops=paths.map_ops,
-        steps={s: paths.steps.get(s, ()) for s in paths.sides},
+        filter_ops=paths["filter_ops"],
+        filter_streams=paths["filter_streams"],
+        map_ops=paths["map_ops"],
+        steps=paths["steps"],
         slowdown=tuple(max(partition_speeds) / v for v in partition_speeds),
+        forks=paths["forks"],
     )
 
 

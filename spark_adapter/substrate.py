@@ -7,6 +7,8 @@ batches emitted as data.
 
 from __future__ import annotations
 
+import numpy as np
+
 from core.observation import Observation
 from core.plans import Plan
 from spark_adapter.batchstats import observation_from_batches
@@ -25,6 +27,7 @@ class SparkSubstrate:
         self.seen: set[int] = set()
         self.version = -1
         self.published: list[Plan] = []
+        self.last_rates: np.ndarray | None = None  # per stream, the newest sample
 
     def apply(self, plan: Plan) -> Plan:
         """Publish ``plan`` (after any newer plan, with the user's operator parameters);
@@ -39,6 +42,15 @@ class SparkSubstrate:
         fresh = sorted(b for b in self.pipeline.stats if b not in self.seen)
         self.seen.update(fresh)
         batches = [self.pipeline.stats[b] for b in fresh]
-        return observation_from_batches(
-            batches, self.pipeline.n, self.streams, self.tick_s, self.version
+        obs = observation_from_batches(
+            batches,
+            self.pipeline.n,
+            self.streams,
+            self.tick_s,
+            self.version,
+            [self.pipeline.q.stream_of(s) for s in self.streams],
+            self.last_rates,
         )
+        if obs.input_rates.shape[1]:
+            self.last_rates = obs.input_rates[:, -1]
+        return obs

@@ -22,7 +22,7 @@ from shedding.window_drops import block_size, floor_keep_mask, window_floor, win
 from spark_adapter.actuator import PinRow, PlanLog, PlanStore
 from spark_adapter.batch_compiler import drop_floors, window_keep
 from spark_adapter.batchstats import read_batch_stats
-from spark_adapter.operators import reference_output, stateless
+from spark_adapter.operators import forked, reference_output, stateless
 from spark_adapter.query import QuerySpec, with_operator_params
 from spark_adapter.source import SEGMENT_ID_BITS, InputLog
 
@@ -118,7 +118,7 @@ def pinned_keep(events: pd.DataFrame, run: PinnedRun) -> tuple[np.ndarray, np.nd
             keep[sel] = floor_keep_mask(panes[sel], w, q.slide_s, block_size(w), th, val, f.default)
             continue
         for stream in q.sides:
-            k = plan.shed.keep_of(stream)
+            k = q.keep_of(plan.shed, stream)
             if k < 1.0:
                 rows = sel & (events["stream"] == stream).to_numpy()
                 keep[rows] = keep_mask(ids[rows], b, k)
@@ -200,7 +200,9 @@ def windows_emitted(
 
 
 def reference(events: pd.DataFrame, run: PinnedRun) -> tuple[pd.DataFrame, int]:
-    """Expected output from ``events`` with each batch's pinned drops, and the drop count."""
+    """Expected output from ``events`` with each batch's pinned drops, and the drop count (of
+    rows per path: a split stream's row counts once per path stream it was dropped from)."""
+    events = forked(events, run.q)  # a split stream's row once per path
     keep, _ = pinned_keep(events, run)
     passed, values = pinned_stateless(events, run)
     events = events.assign(v=values)  # the maps are in ``values``, the filters in ``passed``
