@@ -111,7 +111,8 @@ class SheddingSettings(BaseModel):
         ge=0,
         description="plan to drain a node's queued backlog within about this many seconds: "
         "the node is planned at capacity x (1 - backlog_s / drain_s), at least 20%; "
-        "0: backlogs are not planned for",
+        "0: backlogs are not planned for (a Spark replay writes its input ahead and "
+        "reports none; a live pipeline's are its queued segments)",
     )
 
 

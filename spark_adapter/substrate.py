@@ -7,6 +7,8 @@ batches emitted as data.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from core.observation import Observation
@@ -38,7 +40,12 @@ class SparkSubstrate:
         return plan
 
     def observe(self) -> Observation:
-        """Samples of the batches completed since the previous call (replays replace, not add)."""
+        """Samples of the batches completed since the previous call (replays replace, not add).
+
+        A replay writes its input ahead and reads a segment a batch: the segments after a
+        batch are its future, not a backlog, so none is reported (it made shedding plan for
+        draining a queue that was never there, at as little as a fifth of the capacity).
+        """
         fresh = sorted(b for b in self.pipeline.stats if b not in self.seen)
         self.seen.update(fresh)
         batches = [self.pipeline.stats[b] for b in fresh]
@@ -53,4 +60,4 @@ class SparkSubstrate:
         )
         if obs.input_rates.shape[1]:
             self.last_rates = obs.input_rates[:, -1]
-        return obs
+        return replace(obs, backlog_s=np.zeros_like(obs.backlog_s))
