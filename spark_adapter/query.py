@@ -186,7 +186,7 @@ class _PathWalk:
         away), per-row costs of the stateless operators, predicates, filters, maps, steps and
         forks."""
         per_side = [self.paths(inp) for inp in top.inputs]
-        count = {}
+        count: dict[str, int] = {}
         for ps in per_side:
             for s, _ in ps:
                 count[s] = count.get(s, 0) + 1

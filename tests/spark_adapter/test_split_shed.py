@@ -75,6 +75,26 @@ def test_the_spark_lp_drops_the_costly_branch_first() -> None:
     assert 0.3 < keep["t"] < 0.9, keep
 
 
+def test_the_daemon_steers_a_split_pipeline_by_its_paths(tmp_path: Path) -> None:
+    """External mode (a live pipeline's working directory): the daemon observes and plans
+    with the path streams, each tied to its input stream (a branch dropped whole is seen at
+    its sibling's rate)."""
+    from controller.config import load_settings
+    from controller.wiring import make_daemon_wiring
+
+    sub = {"kind": "spark-external", "workdir": str(tmp_path / "pipe")}
+    settings = load_settings(
+        None,
+        substrate=sub | {"scenario": str(SCENARIOS / "spark-split-shed.yaml")},
+        metrics={"port": 0},
+        decision_log=str(tmp_path / "d.sqlite"),
+        state_dir=str(tmp_path / "state"),
+    )
+    ext, policy = make_daemon_wiring(settings)
+    assert ext.streams == [ENRICH, DIRECT, "t"] and ext.inputs == ["s", "s", "t"]  # type: ignore[attr-defined]
+    assert policy.ctx.network.streams == (ENRICH, DIRECT, "t")
+
+
 @pytest.mark.spark
 def test_lp_drops_after_the_split_and_at_an_input_on_spark(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """In the loop on local[2] (a headroom low enough that a small replay is overloaded): the
