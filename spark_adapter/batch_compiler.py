@@ -169,10 +169,10 @@ def fork_sql(q: QuerySpec) -> str | None:
     """
     if not q.forks:
         return None
-    by: dict[str, list[str]] = {}
-    for name, (s, _) in q.forks.items():
-        by.setdefault(s, []).append(_str(name))
-    cases = " ".join(f"WHEN {_str(s)} THEN array({', '.join(v)})" for s, v in by.items())
+    cases = " ".join(
+        f"WHEN {_str(s)} THEN array({', '.join(_str(v) for v in names)})"
+        for s, names in q.fork_paths.items()
+    )
     return f"CASE stream {cases} ELSE array(stream) END"
 
 

@@ -342,9 +342,7 @@ def forked(events: pd.DataFrame, q: QuerySpec) -> pd.DataFrame:
     (``QuerySpec.forks``), named by it; other rows as they are (so forking twice is once)."""
     if not q.forks:
         return events
-    by: dict[str, list[str]] = {}
-    for name, (s, _) in q.forks.items():
-        by.setdefault(s, []).append(name)
+    by = q.fork_paths
     st = events["stream"].to_numpy()
     parts = [events[~np.isin(st, list(by))]]
     for s, names in by.items():

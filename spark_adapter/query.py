@@ -10,6 +10,7 @@ names the operator when the network has a shape the pipeline cannot run. No pysp
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from typing import Any
@@ -68,6 +69,14 @@ class QuerySpec:
     def streams(self) -> list[str]:
         """The input streams the stage reads, in order."""
         return list(dict.fromkeys(self.stream_of(s) for s in self.sides))
+
+    @property
+    def fork_paths(self) -> dict[str, list[str]]:
+        """Each split input stream's path streams, in order (``forks`` inverted)."""
+        by: dict[str, list[str]] = {}
+        for name, (s, _) in self.forks.items():
+            by.setdefault(s, []).append(name)
+        return by
 
     def keep_of(self, shed: ShedPlan, s: str) -> float:
         """The keep fraction of path stream ``s`` under ``shed``: its own location when the
@@ -186,10 +195,7 @@ class _PathWalk:
         away), per-row costs of the stateless operators, predicates, filters, maps, steps and
         forks."""
         per_side = [self.paths(inp) for inp in top.inputs]
-        count: dict[str, int] = {}
-        for ps in per_side:
-            for s, _ in ps:
-                count[s] = count.get(s, 0) + 1
+        count = Counter(s for ps in per_side for s, _ in ps)
         out: dict[str, Any] = {
             k: {}
             for k in ("sides", "cost", "predicates", "filter_ops", "map_ops", "steps", "forks")
