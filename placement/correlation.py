@@ -17,7 +17,10 @@ the project's algorithm spec:
   difference is >= 0.2.
 * **One-way**: the sender offloads half the difference, best score
   ``S(o) = [rho(o, N_s - o) - rho(o, N_r)] / 2`` first, then a one-operator fix-up.
-* **Two-way**: re-place the pair's operators with the greedy on two nodes, then one-way.
+* **Two-way**: re-place the pair's operators with the greedy on two nodes, then one-way. For
+  fewer migrations at the same quality (trimtab), a unit the greedy moved goes back when that
+  keeps the pair's max divergent load at most the greedy's; then the variance descent finishes
+  the pair, as it finishes the global step (the two-way rule is the pair's best placement).
 * **Selective**: move the sender's best-scoring operator while ``S >= 0.2``, then one-way.
 * **Acceptance** [project choice]: keep a pair's new plan only if ``max D`` fell by >= 1e-6,
   or did not rise while the pair's mean difference fell. (The reference keeps any change.)
@@ -37,7 +40,8 @@ from numpy.typing import NDArray
 
 from core import loadstats
 from placement.correlation_greedy import greedy_assign
-from placement.migration_cost import expected_gain, pause_cost
+from placement.migration_cost import expected_gain, keep_in_place, pause_cost
+from placement.variance_descent import reduce_variance
 
 __all__ = [
     "CorrelationParams",
@@ -58,6 +62,7 @@ __all__ = [
 Array = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 TOL = 1e-9
+PAIR_SWAP_UNITS = 64  # a pair larger than this descends by moves only (a round stays fast)
 
 
 @dataclass(frozen=True)
@@ -239,7 +244,9 @@ def two_way(
 ) -> list[Move]:
     """Re-place both nodes' operators with the greedy on two nodes, then one-way. When the two
     nodes have the same capacity, the two groups the greedy formed go to the nodes that keep
-    more of their load in place (naming the groups is free; moving state is not)."""
+    more of their load in place (naming the groups is free; moving state is not), and units it
+    moved for nothing go back (``migration_cost.keep_in_place``). The variance descent then finishes the
+    pair (``refine_steps``; swaps up to ``PAIR_SWAP_UNITS`` units), as after the global step."""
     before = assign.copy()
     units = np.flatnonzero((assign == s) | (assign == r))
     assign[units] = global_greedy(unit_x, capacity.size, capacity, p, units, np.array([s, r]))
@@ -247,7 +254,23 @@ def two_way(
         load = loadstats.means(unit_x)[units]
         if load[assign[units] != before[units]].sum() > load[assign[units] == before[units]].sum():
             assign[units] = np.where(assign[units] == s, r, s)
-    return _repair_means(unit_x, before, assign, s, r, capacity, p)
+    keep_in_place(unit_x, before, assign, (s, r), capacity, p.beta)
+    _repair_means(unit_x, before, assign, s, r, capacity, p)
+    if p.refine_steps > 0:  # finish the redistribution on its objective, as the global step
+        pair = np.flatnonzero((assign == s) | (assign == r))
+        local = (assign[pair] == r).astype(np.int64)
+        steps = int(p.refine_steps)
+        reduce_variance(
+            unit_x[pair],
+            local,
+            capacity[[s, r]],
+            p.pair_threshold,
+            p.load_threshold,
+            steps,
+            PAIR_SWAP_UNITS,
+        )
+        assign[pair] = np.where(local == 1, r, s)
+    return _diff(unit_x, before, assign)
 
 
 def selective(

@@ -17,7 +17,8 @@ load below ``theta`` gains nothing and is not made: it would pay a pause for no 
 ``closest_labels`` renames the nodes of a freshly computed global plan so that as much of the
 current placement as possible stays where it is (a linear assignment on the nodes' overlap):
 a global step computed from scratch otherwise moves nearly every unit just by naming its nodes
-differently.
+differently. ``keep_in_place`` does the same per unit for a pair's new plan (two-way): a unit
+that moved goes back when the pair's max divergent load does not rise.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import linear_sum_assignment
 
-__all__ = ["closest_labels", "expected_gain", "overload", "pause_cost"]
+__all__ = ["closest_labels", "expected_gain", "keep_in_place", "overload", "pause_cost"]
 
 Array = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -108,3 +109,47 @@ def closest_labels(target: IntArray, current: IntArray, weight: Array, capacity:
     rename = np.arange(n)
     rename[rows] = cols
     return rename[target].astype(np.int64)
+
+
+def keep_in_place(
+    unit_x: Array,
+    before: IntArray,
+    assign: IntArray,
+    pair: tuple[int, int],
+    capacity: Array,
+    beta: float = 1.0,
+) -> None:
+    """Send back each unit of a pair's new plan ``assign`` that moved since ``before``,
+    heaviest first, while the pair's max divergent load (mean + beta x std of the
+    capacity-normalised node series) stays at most the new plan's: the same quality for fewer
+    migrations (mutates ``assign``).
+
+    Each trial is O(1): a node's divergent load comes from its series' sum and sum of squares,
+    and a unit's dot products with both nodes are kept up to date as units go back.
+    """
+    moved = np.flatnonzero(assign != before)
+    if moved.size == 0:
+        return
+    k = unit_x.shape[1]
+    moved = moved[np.argsort(-unit_x[moved].mean(axis=1), kind="stable")]
+    x = unit_x[moved]
+    gram, total = x @ x.T, x.sum(axis=1)
+    series = {j: unit_x[assign == j].sum(axis=0) for j in pair}
+    s1 = {j: float(series[j].sum()) for j in pair}
+    s2 = {j: float(series[j] @ series[j]) for j in pair}
+    dot = {j: x @ series[j] for j in pair}
+
+    def divergent(j: int, a: float, b: float) -> float:
+        mean = a / k
+        return (mean + beta * np.sqrt(max(b / k - mean * mean, 0.0))) / float(capacity[j])
+
+    limit = max(divergent(j, s1[j], s2[j]) for j in pair) + 1e-9
+    for i, u in enumerate(moved.tolist()):
+        a, b = int(assign[u]), int(before[u])
+        sa, qa = s1[a] - total[i], s2[a] - 2 * dot[a][i] + gram[i, i]
+        sb, qb = s1[b] + total[i], s2[b] + 2 * dot[b][i] + gram[i, i]
+        if max(divergent(a, sa, qa), divergent(b, sb, qb)) <= limit:
+            assign[u] = b
+            s1[a], s2[a], s1[b], s2[b] = sa, qa, sb, qb
+            dot[a] = dot[a] - gram[:, i]
+            dot[b] = dot[b] + gram[:, i]

@@ -9,6 +9,7 @@ from hypothesis.extra.numpy import arrays
 from core import loadstats
 from placement import correlation as C
 from placement import correlation_global as G
+from placement import migration_cost
 
 T = np.arange(10)
 X = 0.3 + 0.2 * np.sin(2 * np.pi * T / 5)
@@ -125,21 +126,49 @@ def test_determinism() -> None:
 
 
 def test_the_three_methods_make_different_plans_on_one_drifting_pair() -> None:
-    """Node 1 carries three falling series and a rising one (mean 0.325), node 0 two rising
-    ones (mean 0.1): one imbalanced pair. One-way offloads half the gap, the two lightest
-    falling units, which flattens node 0; two-way pools all six and re-places them, the group
-    with more of the pair's load staying where it is (two moves, not the four of the greedy's
-    own naming); selective moves only the unit whose score clears 0.2, the heavy falling one."""
-    up = 0.5 + 0.5 * np.sin(2 * np.pi * T / 10)
-    down = 1.0 - up
-    x = np.stack([0.1 * down, 0.3 * down, 0.1 * up, 0.15 * up, 0.1 * down, 0.1 * up])
-    start = np.array([1, 1, 0, 1, 1, 0])
-    plans = {
-        m: C.pairwise_round(x, start.copy(), np.ones(2), method=m).assignment.tolist()
+    """Node 1 carries four falling series (0.2, 0.1, 0.1, 0.2) and a rising 0.1 (mean 0.35),
+    node 0 one rising 0.2 (mean 0.1): one imbalanced pair.
+
+    * One-way offloads half the gap (0.125): the heaviest eligible unit, the first falling 0.2,
+      which flattens node 0 (0.2 up + 0.2 down) and leaves node 1 swinging (0.4 down, 0.1 up).
+    * Selective moves each unit whose score clears 0.2: both falling 0.2s; node 0 then swings
+      0.4 down against 0.2 up, node 1 0.2 down against 0.1 up (means 0.3 and 0.15).
+    * Two-way pools the six and re-places them (the greedy, units it moved for nothing sent
+      back, then the variance descent on the pair): a falling 0.2 and a falling 0.1 go, so
+      both nodes swing 0.1 net (means 0.25 and 0.2), the lowest max divergent load of the three.
+    """
+    down = 1.0 - (0.5 + 0.5 * np.sin(2 * np.pi * T / 10))
+    up = 1.0 - down
+    x = np.stack([0.2 * down, 0.1 * down, 0.1 * down, 0.2 * up, 0.1 * up, 0.2 * down])
+    start = np.array([1, 1, 1, 0, 1, 1])
+    rounds = {
+        m: C.pairwise_round(x, start.copy(), np.ones(2), method=m)
         for m in ("oneway", "twoway", "selective")
     }
-    assert plans["oneway"] == [0, 1, 0, 1, 0, 0]
-    assert plans["twoway"] == [1, 0, 0, 1, 1, 1]
-    assert plans["selective"] == [1, 0, 0, 1, 1, 0]
+    plans = {m: r.assignment.tolist() for m, r in rounds.items()}
+    assert plans["oneway"] == [0, 1, 1, 0, 1, 1]
+    assert plans["selective"] == [0, 1, 1, 0, 1, 0]
+    assert plans["twoway"] == [0, 1, 0, 0, 1, 1]
     flat = loadstats.node_series(x, np.array(plans["oneway"]), 2)[0]
-    assert np.ptp(flat) < 1e-9  # one-way's receiver: two rising + two falling of equal size
+    assert np.ptp(flat) < 1e-9  # one-way's receiver: a rising and a falling 0.2
+    max_d = {m: r.pairs[0]["max_d_after"] for m, r in rounds.items()}
+    assert max_d["twoway"] < min(max_d["oneway"], max_d["selective"]) - 0.05
+
+
+def test_two_way_sends_back_units_the_greedy_moved_for_nothing() -> None:
+    """Node 0 holds a rising and a falling 0.3 and a flat 0.02 (the greedy's plan), the flat
+    one and the rising one came from node 1. Sending the flat one back lowers node 0 and keeps
+    node 1 (0.22) under it: kept in place. Sending the rising one back would leave node 1 at
+    mean 0.35 plus its swing, above the greedy's max divergent load: it stays moved."""
+    up = 0.5 + 0.5 * np.sin(2 * np.pi * T / 10)
+    x = np.stack([0.3 * up, 0.3 * (1 - up), 0.2 * up, 0.2 * (1 - up), np.full(T.size, 0.02)])
+    before = np.array([1, 0, 1, 1, 1])
+    greedy = np.array([0, 0, 1, 1, 0])
+    kept = greedy.copy()
+    migration_cost.keep_in_place(x, before, kept, (0, 1), np.ones(2))
+    assert kept.tolist() == [0, 0, 1, 1, 1]
+
+    def max_d(a: np.ndarray) -> float:
+        return float(loadstats.divergent(loadstats.node_series(x, a, 2)).max())
+
+    assert max_d(kept) <= max_d(greedy) + 1e-12
