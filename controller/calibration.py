@@ -210,7 +210,9 @@ def overlay_yaml(ov: CalibrationOverlay) -> str:
 
 
 def apply_overlay(scenario: ScenarioFile, ov: CalibrationOverlay) -> ScenarioFile:
-    """The scenario with the overlay's operator costs, rate scale and batch model."""
+    """The scenario with the overlay's operator costs, rate scale and batch model, its nodes'
+    capacities scaled to what a batch leaves after its fixed costs (``BatchModel.capacity``):
+    the calibrated simulator's controller plans with the capacity Spark's plans with."""
     if ov.calibration.scenario != scenario.name:
         raise ValueError(
             f"calibration: fitted on scenario {ov.calibration.scenario!r}, not {scenario.name!r}"
@@ -225,10 +227,14 @@ def apply_overlay(scenario: ScenarioFile, ov: CalibrationOverlay) -> ScenarioFil
         else op
         for op in scenario.operators
     ]
+    bm = ov.simulator.batch_model
     sim = scenario.simulator.model_copy(
-        update={"rate_scale": ov.simulator.rate_scale, "batch_model": ov.simulator.batch_model}
+        update={"rate_scale": ov.simulator.rate_scale, "batch_model": bm}
     )
-    return scenario.model_copy(update={"operators": ops, "simulator": sim})
+    share = bm.capacity(scenario.tick_s)  # what a batch leaves for work, as Spark's controller
+    nodes = [n.model_copy(update={"capacity": n.capacity * share}) for n in scenario.cluster.nodes]
+    cluster = scenario.cluster.model_copy(update={"nodes": nodes})
+    return scenario.model_copy(update={"operators": ops, "simulator": sim, "cluster": cluster})
 
 
 def predicted_batches(

@@ -76,7 +76,7 @@ def spark_context(
             s: v * c.measured_us_per_row / max(c.modelled_us_per_row, 1e-9) for s, v in cost.items()
         }
         bm = calibration.simulator.batch_model
-        cap = spark_capacity(scenario.tick_s, bm.batch_overhead_s, bm.task_overhead_s)
+        cap = bm.capacity(scenario.tick_s)
     op = OperatorSpec(
         query.op_id,
         "aggregate",
@@ -109,16 +109,6 @@ def spark_context(
         scenario.simulator.migration_base_s,
         scenario.simulator.migration_s_per_mb,
     )
-
-
-def spark_capacity(tick_s: float, batch_overhead_s: float, task_overhead_s: float) -> float:
-    """Cores of work a partition can do per second of input when every batch pays the fixed
-    costs (at least 5% of a core, so a badly fitted overhead still leaves a plan).
-
-    >>> spark_capacity(2.0, 0.9, 0.1)
-    0.5
-    """
-    return max(0.05, (tick_s - batch_overhead_s - task_overhead_s) / tick_s)
 
 
 def make_policy(

@@ -194,6 +194,16 @@ class BatchModel(BaseModel):
     task_overhead_s: float = Field(0.0, ge=0)
     batch_overhead_s: float = Field(0.0, ge=0)
 
+    def capacity(self, tick_s: float) -> float:
+        """Cores of work a node (a partition) can do per second of input when every batch of
+        ``tick_s`` pays the fixed costs (at least 5% of a core, so a badly fitted overhead
+        still leaves a plan).
+
+        >>> BatchModel(task_overhead_s=0.1, batch_overhead_s=0.9).capacity(2.0)
+        0.5
+        """
+        return max(0.05, (tick_s - self.batch_overhead_s - self.task_overhead_s) / tick_s)
+
 
 class SimulatorSettings(BaseModel):
     """Simulator constants: migration cost model, HA overheads, the rate scale and the

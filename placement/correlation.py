@@ -245,8 +245,9 @@ def two_way(
     """Re-place both nodes' operators with the greedy on two nodes, then one-way. When the two
     nodes have the same capacity, the two groups the greedy formed go to the nodes that keep
     more of their load in place (naming the groups is free; moving state is not), and units it
-    moved for nothing go back (``migration_cost.keep_in_place``). The variance descent then finishes the
-    pair (``refine_steps``; swaps up to ``PAIR_SWAP_UNITS`` units), as after the global step."""
+    moved for nothing go back (``migration_cost.keep_in_place``). The variance descent then
+    finishes the pair (``refine_steps``; swaps up to ``PAIR_SWAP_UNITS`` units), as after the
+    global step."""
     before = assign.copy()
     units = np.flatnonzero((assign == s) | (assign == r))
     assign[units] = global_greedy(unit_x, capacity.size, capacity, p, units, np.array([s, r]))
@@ -259,16 +260,9 @@ def two_way(
     if p.refine_steps > 0:  # finish the redistribution on its objective, as the global step
         pair = np.flatnonzero((assign == s) | (assign == r))
         local = (assign[pair] == r).astype(np.int64)
-        steps = int(p.refine_steps)
-        reduce_variance(
-            unit_x[pair],
-            local,
-            capacity[[s, r]],
-            p.pair_threshold,
-            p.load_threshold,
-            steps,
-            PAIR_SWAP_UNITS,
-        )
+        cap = capacity[[s, r]]
+        th = (p.pair_threshold, p.load_threshold)
+        reduce_variance(unit_x[pair], local, cap, *th, int(p.refine_steps), PAIR_SWAP_UNITS)
         assign[pair] = np.where(local == 1, r, s)
     return _diff(unit_x, before, assign)
 

@@ -165,7 +165,8 @@ def test_a_calibration_sets_the_controllers_spark_model(tmp_path: Path) -> None:
     """Calibrated, a row costs the measured seconds and a partition is the share of a core a
     batch leaves for work, so LP shedding starts where batches stop keeping up."""
     from controller.calibration import load_overlay
-    from controller.wiring import spark_capacity, spark_context
+    from controller.wiring import spark_context
+    from core.scenario import BatchModel
     from spark_adapter.query import compile_query
 
     work = _workdir(tmp_path / "w", _batches())
@@ -178,9 +179,27 @@ def test_a_calibration_sets_the_controllers_spark_model(tmp_path: Path) -> None:
     assert plain.cluster.capacities().tolist() == [1.0, 1.0]
     expected = (2.0 - OVER - T0) / 2.0  # the scenario's 2 s ticks
     assert cal.cluster.capacities() == pytest.approx([expected, expected])
-    assert spark_capacity(2.0, OVER, T0) == pytest.approx(expected)
+    assert BatchModel(task_overhead_s=T0, batch_overhead_s=OVER).capacity(2.0) == pytest.approx(
+        expected
+    )
     ratio = cal.units.coeff.sum() / plain.units.coeff.sum()
     assert ratio == pytest.approx(250.0 / 200.0)  # measured 250 us a row against 200 modelled
+
+
+def test_the_calibrated_simulator_plans_with_the_engines_capacity(tmp_path: Path) -> None:
+    """``apply_overlay`` gives each simulated node what a batch leaves for work, the capacity
+    Spark's calibrated controller plans with; the costs and rate scale are the overlay's."""
+    from controller.calibration import apply_overlay
+
+    sc = load_scenario(SCENARIO)
+    ov = calibrate(_workdir(tmp_path, _batches()), skip=1)
+    cal = apply_overlay(sc, ov)
+    share = (sc.tick_s - OVER - T0) / sc.tick_s
+    assert [n.capacity for n in cal.cluster.nodes] == pytest.approx(
+        [n.capacity * share for n in sc.cluster.nodes]
+    )
+    assert cal.operators[0].cost_us == pytest.approx(250.0)
+    assert cal.simulator.batch_model == ov.simulator.batch_model
 
 
 def test_the_daemon_refuses_a_calibration_of_another_scenario(tmp_path: Path) -> None:
