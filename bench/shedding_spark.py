@@ -80,6 +80,7 @@ def overload_ramp() -> dict[str, dict[str, Any]]:
                 out["calibration"] = {"us_per_row": ov.calibration.measured_us_per_row}
                 out["calibration"] |= {"batch_s": ov.simulator.batch_model.batch_overhead_s}
                 out["calibration"] |= {"task_s": ov.simulator.batch_model.task_overhead_s}
+                out["calibration"] |= {"plan_s": ov.simulator.batch_model.planning_overhead_s}
             out[label] = {"predicted": predict_live(sc, ov, m)}
             v = verify_workdir(work, compile_query(sc), input_dir=tmp / "ref")
             stats = [read_batch_stats(f) for f in sorted((work / "metrics").glob("*.json"))]
@@ -182,9 +183,10 @@ starts once the driver is ready, and the driver warms itself first (a dry batch 
 the committed batches did not drop (the query has one output, weight 1, so this is the
 weighted output); output = reference: `trimtab pipeline verify` against the regenerated input.
 `none` runs first; its batches are calibrated (`trimtab calibrate`: {cal["us_per_row"]:.0f} us
-per row, {cal["batch_s"]:.2f} s fixed per batch) and `uniform` and `lp` are steered with that
-overlay (`substrate.calibration`), so a partition's capacity is what a batch leaves after its
-fixed costs; each runs {REPEATS} times, the order alternating. "After start-up": the segments
+per row, {cal["batch_s"]:.2f} s fixed per batch, {cal["plan_s"]:.2f} s at the 90th percentile)
+and `uniform` and `lp` are steered with that overlay (`substrate.calibration`), so a
+partition's capacity is what a batch leaves after the fixed costs nine batches in ten pay;
+each runs {REPEATS} times, the order alternating. "After start-up": the segments
 committed from batch {STARTUP} on. With one input stream and one output, `uniform` and `lp`
 solve the same problem (one keep fraction, the largest that fits); their rows differ only by
 the rates each run measured.
@@ -198,8 +200,8 @@ Against the targets:
 
 Calibration on the live ramp (target: predicted batch duration p50 and p99 within 20% of
 Spark's). The calibrated simulator (the `none` run's overlay: its costs, its rate scale, and
-each node's capacity what a batch leaves after {cal["batch_s"]:.2f} s + {cal["task_s"] * 1e3:.0f} ms of
-fixed costs, as the Spark controller plans with) runs the ramp with the same shedding method,
+each node's capacity what a batch leaves after {cal["plan_s"]:.2f} s + {cal["task_s"] * 1e3:.0f} ms
+of fixed costs, as the Spark controller plans with) runs the ramp with the same shedding method,
 placement and control rounds in its own loop; its offered loads are then replayed as a live
 micro-batch timeline (`controller/live_batches.py`): segments arrive half a trigger before a
 trigger time, a batch takes every segment that has arrived, and a batch that overruns its

@@ -97,6 +97,7 @@ def split_shed() -> tuple[dict[str, dict[str, Any]], dict[str, float], list[str]
                     "us_per_row": overlay.calibration.measured_us_per_row,
                     "modelled": overlay.calibration.modelled_us_per_row,
                     "batch_s": overlay.simulator.batch_model.batch_overhead_s,
+                    "plan_s": overlay.simulator.batch_model.planning_overhead_s or 0.0,
                 }
     finally:
         spark.stop()
@@ -165,7 +166,8 @@ twice what the 2 partitions hold. On Spark a split stream's rows are copied once
 rows fold, and the controller's LP has a drop location per path: after the split for the
 branches, at the input for t. `none` runs first and is calibrated (`trimtab calibrate`:
 {cal["us_per_row"]:.0f} us per row against {cal["modelled"]:.0f} modelled, {cal["batch_s"]:.2f} s
-fixed per batch); `uniform` and `lp` are steered with it, {SPLIT_REPEATS} times each, the order
+fixed per batch, {cal["plan_s"]:.2f} s at the 90th percentile, which capacity is planned with);
+`uniform` and `lp` are steered with it, {SPLIT_REPEATS} times each, the order
 alternating. Keep: the mean over the timed batches of what each location kept. Rows: the rows
 each path brought to the count over the timed batches (the pipeline's statistics); weighted
 output: their sum (every row reaching the count is worth 1). Batch p99 / tick: at most 1 keeps

@@ -8,7 +8,9 @@ least-squares line through every (batch, partition) that had rows; ``o`` is the 
 over the scenario's modelled cost per row, sets the simulator's rate scale to the rows the run
 saw over the rows the scenario expects for the same ticks, and carries ``t0`` and ``o`` as the
 simulator's ``batch_model``: a tick whose busiest node has ``w`` CPU-seconds of work is a batch
-of ``o + t0 + w`` seconds (``predicted_batches``).
+of ``o + t0 + w`` seconds (``predicted_batches``). Capacity (``BatchModel.capacity``) is planned
+with the 90th percentile of those fixed costs (``planning_overhead_s``): a plan that fills what
+the median leaves overruns its trigger in every other batch.
 """
 
 from __future__ import annotations
@@ -109,6 +111,7 @@ def fit_batches(batches: list[BatchStats]) -> dict[str, float]:
         "c": float(c),
         "t0": t0,
         "o": max(float(np.median(dur - work)), 0.0),
+        "o90": max(float(np.percentile(dur - work, 90)), 0.0),
         "r2": r2,
         "p50": float(np.percentile(dur, 50)),
         "p99": float(np.percentile(dur, 99)),
@@ -173,7 +176,9 @@ def calibrate(
         ),
         simulator=SimulatorOverlay(
             rate_scale=scale,
-            batch_model=BatchModel(task_overhead_s=f["t0"], batch_overhead_s=f["o"]),
+            batch_model=BatchModel(
+                task_overhead_s=f["t0"], batch_overhead_s=f["o"], planning_overhead_s=f["o90"]
+            ),
         ),
         operators={op.id: OperatorCost(cost_us=op.cost_us * k) for op in scenario.operators},
     )

@@ -192,17 +192,26 @@ class BatchModel(BaseModel):
 
     model_config = _STRICT
     task_overhead_s: float = Field(0.0, ge=0)
-    batch_overhead_s: float = Field(0.0, ge=0)
+    batch_overhead_s: float = Field(0.0, ge=0, description="a batch's typical fixed cost (median)")
+    planning_overhead_s: float | None = Field(
+        None,
+        ge=0,
+        description="the fixed cost capacity plans with (calibrate: its 90th percentile, so "
+        "nine batches in ten fit); default batch_overhead_s",
+    )
 
     def capacity(self, tick_s: float) -> float:
         """Cores of work a node (a partition) can do per second of input when every batch of
-        ``tick_s`` pays the fixed costs (at least 5% of a core, so a badly fitted overhead
-        still leaves a plan).
+        ``tick_s`` pays the fixed costs it plans with (at least 5% of a core, so a badly
+        fitted overhead still leaves a plan).
 
         >>> BatchModel(task_overhead_s=0.1, batch_overhead_s=0.9).capacity(2.0)
         0.5
+        >>> BatchModel(task_overhead_s=0.1, batch_overhead_s=0.9, planning_overhead_s=1.3).capacity(2.0)
+        0.3
         """
-        return max(0.05, (tick_s - self.batch_overhead_s - self.task_overhead_s) / tick_s)
+        o = self.batch_overhead_s if self.planning_overhead_s is None else self.planning_overhead_s
+        return max(0.05, (tick_s - o - self.task_overhead_s) / tick_s)
 
 
 class SimulatorSettings(BaseModel):

@@ -70,6 +70,20 @@ def test_the_fit_recovers_the_costs_that_made_the_batches() -> None:
     assert f["r2"] == pytest.approx(1.0)
 
 
+def test_capacity_is_planned_with_the_fixed_cost_nine_batches_in_ten_fit() -> None:
+    """Three batches in twelve pay 0.6 s more (a commit, a snapshot): the batch model keeps the
+    median fixed cost, and capacity plans with the 90th percentile, so a plan that fills a
+    partition still fits nine batches in ten."""
+    batches = _batches()
+    for b in batches[::4]:
+        b.duration_s += 0.6
+    f = fit_batches(batches)
+    assert f["o"] == pytest.approx(OVER, abs=1e-9)
+    assert f["o90"] == pytest.approx(OVER + 0.6, abs=1e-9)
+    bm = BatchModel(task_overhead_s=T0, batch_overhead_s=f["o"], planning_overhead_s=f["o90"])
+    assert bm.capacity(2.0) == pytest.approx((2.0 - OVER - 0.6 - T0) / 2.0)
+
+
 def test_calibrate_writes_costs_scale_and_batch_model(tmp_path: Path) -> None:
     ov = calibrate(_workdir(tmp_path, _batches()), skip=1)
     assert ov.calibration.batches == 11
