@@ -15,6 +15,7 @@ import pandas as pd
 
 from controller.adaptation import adaptation
 from controller.calibration import predicted_batches
+from controller.live_batches import predicted_live
 from controller.loop import ControlLoop, DecisionRecord
 from controller.scenario import ScenarioFile
 from controller.settings import DPCSettings
@@ -85,7 +86,12 @@ def replay_sim(
         summary.update(dpc_summary(sim, scenario.controller.ha.dpc))
     bm = scenario.simulator.batch_model
     if bm is not None:  # a calibrated micro-batch engine: its batches, predicted
-        summary.update(predicted_batches(res.node_load.to_numpy(), scenario.tick_s, bm))
+        load = res.node_load.to_numpy()
+        summary.update(predicted_batches(load, scenario.tick_s, bm))
+        live = predicted_live(load, scenario.tick_s, bm, scenario.tick_s)  # run live instead
+        summary.update(
+            {"predicted_live_" + k.removeprefix("predicted_"): v for k, v in live.items()}
+        )
     return ReplayResult(summary=summary, series=res, decisions=loop.records)
 
 

@@ -129,6 +129,13 @@ def test_calibrated_replay_and_validate(tmp_path: Path) -> None:
     got = json.loads(r.stdout)
     # 1000 x 2 tuples/s x 250 us on two partitions: busiest partition about 0.5-0.9 s a tick
     assert OVER + T0 + 0.4 < got["predicted_batch_duration_p50"] < OVER + T0 + 1.0
+    # run live, the batches keep up (under the 2 s trigger): one segment each, as in a replay
+    assert got["predicted_live_backlog_max"] == 1
+    assert got["predicted_live_batches"] == 20
+    assert got["predicted_live_batch_duration_p50"] == pytest.approx(
+        got["predicted_batch_duration_p50"], rel=0.1
+    )
+    assert got["predicted_live_latency_p50_s"] > got["predicted_live_batch_duration_p50"]
 
 
 def _one_line_error(r, *words: str) -> None:  # type: ignore[no-untyped-def]
