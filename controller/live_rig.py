@@ -206,8 +206,11 @@ def driver_failover(
         if mode == "cold":
             procs.append(subprocess.Popen(nxt, env=env, **kw))
         _, err = procs[0 if mode != "cold" else -1].communicate(timeout=600)
-        if not (work / "next.json").exists():
-            raise RuntimeError(f"the next driver wrote no result: {err[-3000:]}")
+        if not (work / "next.json").exists():  # its first errors name the cause, the tail the end
+            first = [x for x in err.splitlines() if "ERROR" in x or "Error:" in x][:5]
+            raise RuntimeError(
+                f"the next driver wrote no result; first errors: {first}; last: {err[-2000:]}"
+            )
         return json.loads((work / "next.json").read_text()) | {"t_crash": t_crash}
     finally:
         for p in procs:
