@@ -2,15 +2,18 @@
 
 ``shed_and_route`` (drops, filters, key group, pane and partition of the input rows; the
 state of b - 1 re-routed by the same plan) -> ``fold`` (``repartitionById`` and the keyed
-stage per partition, ``operators.update_partition``) -> ``collect`` (the statistics rows and
-the split keys' partials, one job) -> ``write_output`` (keys that are not split are final
-where they are; the driver merges the split keys; round-robin merges on the cluster) ->
-``batch_stats`` (the partitions' typed statistics as a ``BatchStats``). Committing,
+stage per partition, ``operators.update_partition``) -> ``collect_and_write`` (one job: each
+partition writes the final values of its keys that are not split, which are final where they
+are, and returns its statistics rows and the split keys' partials; the driver merges the
+split keys; round-robin merges on the cluster, a second shuffle: ``collect`` then
+``write_output``) -> ``batch_stats`` (the partitions' typed statistics as a ``BatchStats``). Committing,
 snapshots and retention are the pipeline's (``pipeline.SparkPipeline.process``).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,6 +41,7 @@ __all__ = [
     "OUTPUT_DDL",
     "batch_stats",
     "collect",
+    "collect_and_write",
     "emitted",
     "fold",
     "input_files",
@@ -131,6 +135,87 @@ def collect(res: DataFrame, spec: BatchSpec) -> tuple[pd.DataFrame, pd.DataFrame
     return got[~partial], got[partial]
 
 
+def collect_and_write(
+    res: DataFrame, spec: BatchSpec, q: QuerySpec, outputs: dict[str, Path]
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, int]]:
+    """``collect`` and ``write_output`` in one job: each partition writes the final values of
+    its whole keys (tag -> directory in ``outputs``: 'O' the output, 'P' DPC's tentative
+    rows) as ``part-<pid>.parquet`` and returns its statistics rows and split keys' partials;
+    the driver then adds the merged split keys. Round-robin (every key split) needs a second
+    shuffle and keeps the two jobs. Returns (statistics rows, split partials, rows per tag).
+
+    A directory is emptied first, so a replayed batch overwrites its first attempt; a task
+    writes a temporary file and renames it, so a retried task replaces its own file whole.
+    """
+    if spec.every_key_split or not outputs:
+        stats, split = collect(res, spec)
+        rows = {t: write_output(res, split, d, spec, q, tag=t) for t, d in outputs.items()}
+        return stats, split, rows
+    split_any = F.lit(False)
+    flags = []
+    for tag, d in outputs.items():
+        out, out_split = emitted(spec, tag)
+        split_any = split_any | out_split
+        flags.append((f"_w{tag}", str(d), out & ~out_split))
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+    flagged = res.select("*", *[c.alias(name) for name, _, c in flags])
+    wanted = F.col("tag").isin("T", "K", "H") | split_any
+    for name, _, _ in flags:
+        wanted = wanted | F.col(name)
+    dirs = [(name, d) for name, d, _ in flags]
+
+    def write_partition(it: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        frames = list(it)
+        rows = (
+            pd.concat(frames, ignore_index=True)
+            if frames
+            else pd.DataFrame(columns=[*FOLD_COLUMNS, *(n for n, _ in dirs)])
+        )
+        ctx = TaskContext.get()
+        pid, attempt = ctx.partitionId(), ctx.attemptNumber()  # type: ignore[union-attr]
+        written = np.zeros(len(rows), dtype=bool)
+        for name, d in dirs:
+            mine = rows[name].astype(bool).to_numpy()
+            written |= mine
+            if mine.any():
+                _write_part(merge_partials(rows[mine], q), Path(d), pid, attempt)
+        yield rows.loc[~written, FOLD_COLUMNS]
+
+    got = flagged.where(wanted).mapInPandas(write_partition, FOLD_DDL).toPandas()
+    partial = got["tag"].isin(["O", "P"])
+    stats, split = got[~partial], got[partial]
+    rows_out = {}
+    for tag, d in outputs.items():
+        rows_out[tag] = _add_split_keys(split[split["tag"] == tag] if len(split) else split, d, q)
+    return stats, split, rows_out
+
+
+def _write_part(out: pd.DataFrame, d: Path, pid: int, attempt: int) -> None:
+    """One partition's final values as ``part-<pid>.parquet`` (temporary file, then rename)."""
+    tmp = d / f".part-{pid:05d}.{attempt}.tmp"
+    pq.write_table(_output_table(out), tmp)
+    os.replace(tmp, d / f"part-{pid:05d}.parquet")
+
+
+def _output_table(out: pd.DataFrame) -> pa.Table:
+    cols = out[["key", "window_start", "value"]]
+    return pa.Table.from_pandas(
+        cols.astype({"key": "int64", "window_start": "float64", "value": "float64"}),
+        preserve_index=False,
+    )
+
+
+def _add_split_keys(split: pd.DataFrame, path: Path, q: QuerySpec) -> int:
+    """The driver's file of the merged split keys (if any); returns the directory's rows."""
+    if len(split):
+        charge_merge(q, len(split))
+        tmp = path / ".split-keys.parquet.tmp"
+        pq.write_table(_output_table(merge_partials(split, q)), tmp)
+        tmp.rename(path / "part-split-keys.parquet")
+    return int(sum(pq.ParquetFile(p).metadata.num_rows for p in path.glob("*.parquet")))
+
+
 def output_frame(partials: DataFrame, spec: BatchSpec, q: QuerySpec) -> DataFrame:
     """Final window values of the keys that are not split, from their 'O' partials.
 
@@ -166,17 +251,7 @@ def write_output(
     out, out_split = emitted(spec, tag)
     split = split[split["tag"] == tag] if len(split) else split
     output_frame(res.where(out & ~out_split), spec, q).write.mode("overwrite").parquet(str(path))
-    if len(split):
-        charge_merge(q, len(split))
-        merged = merge_partials(split, q)[["key", "window_start", "value"]]
-        table = pa.Table.from_pandas(
-            merged.astype({"key": "int64", "window_start": "float64", "value": "float64"}),
-            preserve_index=False,
-        )
-        tmp = path / ".split-keys.parquet.tmp"
-        pq.write_table(table, tmp)
-        tmp.rename(path / "part-split-keys.parquet")
-    return int(sum(pq.ParquetFile(p).metadata.num_rows for p in path.glob("*.parquet")))
+    return _add_split_keys(split, path, q)
 
 
 def _by(index: pd.Series, values: pd.Series, size: int, dtype: type) -> np.ndarray:

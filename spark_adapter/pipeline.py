@@ -10,9 +10,10 @@ For micro-batch b, ``SparkPipeline.process`` runs named steps:
 3. **fold**: ``repartitionById(n, pid)`` and the keyed stage per partition; the new state is
    cached (on two executors under the active policy) and every ``truncate_every`` batches its
    lineage is cut with a reliable checkpoint;
-4. **collect**: the statistics rows and the split keys' partials, one job;
-5. **write**: ``output/batch=<b>`` overwritten (idempotent), fenced by the lease;
-6. **commit**: the plan log's commit, a state snapshot when due (``recovery``), input-log
+4. **collect and write**, one job, fenced by the lease: each partition writes its whole keys'
+   final values to ``output/batch=<b>`` (emptied first: idempotent) and returns its
+   statistics rows and split keys' partials; the driver adds the merged split keys;
+5. **commit**: the plan log's commit, a state snapshot when due (``recovery``), input-log
    retention; ``metrics/batch-<b>.json`` for an external controller. Recovery
    (``recovery.restore``) refolds committed batches through the same steps without writing;
    ``verification`` recomputes the output from the input log with the same pinned drops.
@@ -139,11 +140,8 @@ class SparkPipeline:
         marks.append(("plan", time.perf_counter()))
         state, state_rows, folded_at, checkpointed = self._keep_state(res, batch_id)
         marks += [("fold", folded_at), ("checkpoint", time.perf_counter())]
-        stats, split = steps.collect(res, spec)
-        marks.append(("stats", time.perf_counter()))
-        rows_out, tent_rows = (0, 0) if refold else self._write(res, split, spec)
-        if not refold:
-            marks.append(("output", time.perf_counter()))
+        stats, split, rows_out, tent_rows = self._write(res, spec, refold)
+        marks.append(("output", time.perf_counter()))
         res.unpersist()
         self._retire_states(batch_id, state)
         span = self.index.files_span(steps.input_files(df), batch_id) or self.index.span(
@@ -211,19 +209,23 @@ class SparkPipeline:
             old.unpersist()
         self.states[batch_id] = state
 
-    def _write(self, res: DataFrame, split: pd.DataFrame, spec: BatchSpec) -> tuple[int, int]:
-        """Write the batch's output (and DPC's tentative rows), fenced before and after;
-        returns the rows of each."""
+    def _write(
+        self, res: DataFrame, spec: BatchSpec, refold: bool = False
+    ) -> tuple[pd.DataFrame, pd.DataFrame, int, int]:
+        """Collect the statistics and write the batch's output (and DPC's tentative rows) in
+        one job, fenced before and after; returns the statistics rows, the split keys'
+        partials and the rows of each output (``refold``: collect only, write nothing)."""
+        if refold:
+            return (*steps.collect(res, spec), 0, 0)
         self._check_fence(spec.batch_id)
-        path = self.output_dir / f"batch={spec.batch_id}"
-        rows_out, tentative_rows = steps.write_output(res, split, path, spec, spec.query), 0
+        outputs = {"O": self.output_dir / f"batch={spec.batch_id}"}
         if spec.tentative is not None:  # DPC: windows the tentative watermark closes
-            tent = self.dir / "tentative" / f"batch={spec.batch_id}"
-            tentative_rows = steps.write_output(res, split, tent, spec, spec.query, tag="P")
+            outputs["P"] = self.dir / "tentative" / f"batch={spec.batch_id}"
+        stats, split, rows = steps.collect_and_write(res, spec, spec.query, outputs)
         if self.fault_hook is not None:
             self.fault_hook(spec.batch_id, "output_written")
         self._check_fence(spec.batch_id)
-        return rows_out, tentative_rows
+        return stats, split, rows["O"], rows.get("P", 0)
 
     def _commit(self, st: BatchStats, plan: Plan, state: DataFrame, checkpointed: bool) -> None:
         """Commit the batch, snapshot the state when due, trim the input log."""

@@ -141,6 +141,31 @@ def test_replayed_batch_gives_identical_output(spark, tmp_path: Path) -> None:  
     pipe.cleanup()
 
 
+def test_the_collect_job_writes_the_output_and_a_replay_replaces_it(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Each partition writes its whole keys' final values in the job that collects the
+    statistics (one file per partition, no Spark writer), the driver adds the split keys;
+    a replay empties the batch's directory first, so a stale file of a first attempt goes."""
+    _, q, pipe = make(spark, tmp_path, segments=3)
+    hot = {0: ((0, 0.5), (1, 0.5))}
+    pipe.plans.publish(plan(q, [i % 2 for i in range(q.key_groups)], hot=hot))
+    for b in range(3):
+        pipe.process(segment(spark, pipe, b), b)
+    out = tmp_path / "output" / "batch=2"
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["part-00000.parquet", "part-00001.parquet", "part-split-keys.parquet"]
+    first = pd.read_parquet(out).sort_values(["key", "window_start"], ignore_index=True)
+    assert len(first) > 0 and 0 in set(pd.read_parquet(out / "part-split-keys.parquet")["key"])
+    first.head(3).to_parquet(out / "part-00007.parquet")  # a stale file of a first attempt
+    st = pipe.process(segment(spark, pipe, 2), 2)
+    again = pd.read_parquet(out).sort_values(["key", "window_start"], ignore_index=True)
+    assert st.replay and "part-00007.parquet" not in {p.name for p in out.iterdir()}
+    pd.testing.assert_frame_equal(first, again)
+    assert st.rows_out == len(first)
+    pipe.flush()
+    assert_matches_reference(pipe.output(), pipe.reference()[0])
+    pipe.cleanup()
+
+
 def test_moved_key_group_state_arrives_whole(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     _, q, pipe = make(spark, tmp_path, segments=2)
     g = q.key_groups
