@@ -35,6 +35,7 @@ bench: setup  # every benchmark; about two hours on 2 cores (the Spark ones domi
 	$(BIN)/python -m bench.bench_shedding
 	$(BIN)/python -m bench.bench_partitioners
 	$(BIN)/python -m bench.bench_spark
+	$(BIN)/python -m bench.bench_batch_overhead
 	$(BIN)/python -m bench.bench_partitioners_spark
 	$(BIN)/python -m bench.bench_ha
 	$(BIN)/python -m bench.bench_window_drops
