@@ -130,7 +130,11 @@ def collect(res: DataFrame, spec: BatchSpec) -> tuple[pd.DataFrame, pd.DataFrame
     _, split = emitted(spec)
     if spec.tentative is not None:
         split = split | emitted(spec, "P")[1]
-    got = res.where(F.col("tag").isin("T", "K", "H") | split).toPandas()
+    return _stats_and_partials(res.where(F.col("tag").isin("T", "K", "H") | split).toPandas())
+
+
+def _stats_and_partials(got: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Rows brought to the driver: (statistics rows, split keys' partials)."""
     partial = got["tag"].isin(["O", "P"])
     return got[~partial], got[partial]
 
@@ -183,12 +187,8 @@ def collect_and_write(
         yield rows.loc[~written, FOLD_COLUMNS]
 
     got = flagged.where(wanted).mapInPandas(write_partition, FOLD_DDL).toPandas()
-    partial = got["tag"].isin(["O", "P"])
-    stats, split = got[~partial], got[partial]
-    rows_out = {}
-    for tag, d in outputs.items():
-        rows_out[tag] = _add_split_keys(split[split["tag"] == tag] if len(split) else split, d, q)
-    return stats, split, rows_out
+    stats, split = _stats_and_partials(got)
+    return stats, split, {tag: _add_split_keys(split, tag, d, q) for tag, d in outputs.items()}
 
 
 def _write_part(out: pd.DataFrame, d: Path, pid: int, attempt: int) -> None:
@@ -206,8 +206,10 @@ def _output_table(out: pd.DataFrame) -> pa.Table:
     )
 
 
-def _add_split_keys(split: pd.DataFrame, path: Path, q: QuerySpec) -> int:
-    """The driver's file of the merged split keys (if any); returns the directory's rows."""
+def _add_split_keys(split: pd.DataFrame, tag: str, path: Path, q: QuerySpec) -> int:
+    """The driver's file of the split keys' merged ``tag`` partials (if any); returns the
+    directory's rows."""
+    split = split[split["tag"] == tag] if len(split) else split
     if len(split):
         charge_merge(q, len(split))
         tmp = path / ".split-keys.parquet.tmp"
@@ -249,9 +251,8 @@ def write_output(
     (overwritten on replay): the cluster writes the whole keys, the driver adds the merged
     split keys as one file. Returns the rows."""
     out, out_split = emitted(spec, tag)
-    split = split[split["tag"] == tag] if len(split) else split
     output_frame(res.where(out & ~out_split), spec, q).write.mode("overwrite").parquet(str(path))
-    return _add_split_keys(split, path, q)
+    return _add_split_keys(split, tag, path, q)
 
 
 def _by(index: pd.Series, values: pd.Series, size: int, dtype: type) -> np.ndarray:
