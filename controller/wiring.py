@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from controller.calibration import CalibrationOverlay
 
 __all__ = [
+    "declared_shares",
     "make_context",
     "make_daemon_wiring",
     "make_policy",
@@ -36,13 +37,33 @@ __all__ = [
 ]
 
 
+def declared_shares(scenario: ScenarioFile, net: QueryNetwork) -> list[np.ndarray]:
+    """Per operator, each key group's share of each input stream's tuples, ``(g, d)``: the
+    stream's declared key distribution averaged over the scenario (``mean_key_group_shares``)
+    where the operator reads that stream, uniform elsewhere. What a deployment knows before
+    any measurement, and what the simulator's own load model follows per epoch."""
+    reads = net.rate_coefficients() > 0  # (operators, streams)
+    d = len(scenario.streams)
+    out = []
+    for i, op in enumerate(net.operators):
+        g = op.key_groups
+        share = np.full((g, d), 1.0 / g)
+        if g > 1:
+            for k in np.flatnonzero(reads[i]):
+                keys = scenario.streams[k].keys
+                share[:, k] = mean_key_group_shares(keys, g, scenario.duration_s)
+        out.append(share)
+    return out
+
+
 def make_context(scenario: ScenarioFile) -> Context:
-    """The controller's static context for a scenario on the simulator."""
+    """The controller's static context for a scenario on the simulator: key groups' loads
+    from the streams' declared keys (``declared_shares``), as on Spark."""
     net = scenario.network()
     expected = rates(scenario).mean(axis=0) / scenario.tick_s * scenario.simulator.rate_scale
     return Context(
         network=net,
-        units=net.units(),
+        units=net.units(declared_shares(scenario, net)),
         cluster=scenario.cluster_model(),
         expected_rates=expected,
         settings=scenario.controller,

@@ -1,6 +1,7 @@
 """What every command shares: the Typer app, error exits, loading a scenario, tables.
 
-Exit codes: 0 success, 1 runtime failure, 2 usage or validation error, 3 environment not ready.
+Exit codes: 0 success, 1 runtime failure, 2 usage or validation error, 3 environment not ready,
+4 a replay that did not meet its scenario's ``expect:`` block.
 """
 
 from __future__ import annotations

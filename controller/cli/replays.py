@@ -22,6 +22,7 @@ from controller.cli.common import (
     table,
     writable_dir,
 )
+from controller.expectations import check_expectations, unmet
 from controller.scenario import ScenarioFile
 from partitioners.registry import NAMES as PARTITIONERS
 
@@ -138,7 +139,14 @@ def replay(
             res = _replay_sim(sc, placement, ticks, seed, shedding, not json_out)
     except ValueError as e:
         fail(str(e))
+    res.summary["expectations"] = check_expectations(sc.expect, res.summary)
     _finish(res, report, json_out, sc.name)
+    checks = res.summary["expectations"]
+    failed = unmet(checks)
+    if failed:
+        fail(f"{sc.name}: expectation not met: {'; '.join(failed)}", code=4)
+    if checks and not json_out:
+        err.print(f"expectations met: {', '.join(c['expectation'] for c in checks)}")
 
 
 def _replay_spark_cli(run: Any, show_progress: bool, sc: ScenarioFile, **kw: Any) -> Any:
