@@ -12,6 +12,9 @@ own ``trimtab`` process (ended by pid, never by name).
 * ``driver_failover``: a primary driver that dies between a batch's output and its commit,
   and the driver that takes over: an active standby, a warm (passive) standby or a cold
   restart.
+
+Each process writes its stdout and stderr to ``WORK/logs/NAME.out`` and ``.err`` (kept for a
+failed run's diagnosis), never to a pipe left unread while it runs.
 """
 
 from __future__ import annotations
@@ -50,7 +53,40 @@ def daemon_config(tmp: Path, scenario: Path, work: Path, **sections: Any) -> Pat
     return cfg
 
 
-def _wait_for(path: Path, proc: subprocess.Popen[str], timeout_s: float, what: str) -> None:
+class _Proc:
+    """A ``trimtab`` process whose stdout and stderr go to files (``logs/NAME.out``,
+    ``.err``), not pipes: a pipe nobody reads while the process runs fills (Spark logs to
+    stderr) and then blocks the process in its next write."""
+
+    def __init__(self, cmd: list[str], env: dict[str, str], logs: Path, name: str) -> None:
+        logs.mkdir(parents=True, exist_ok=True)
+        self.out_path, self.err_path = logs / f"{name}.out", logs / f"{name}.err"
+        with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
+            self.p = subprocess.Popen(cmd, env=env, stdout=out, stderr=err)
+        self.args, self.pid = cmd, self.p.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.p.returncode
+
+    def poll(self) -> int | None:
+        return self.p.poll()
+
+    def wait(self, timeout: float) -> int:
+        return self.p.wait(timeout=timeout)
+
+    def communicate(self, timeout: float) -> tuple[str, str]:
+        """Wait for the end; what it printed on stdout and stderr."""
+        self.p.wait(timeout=timeout)
+        return self.out_path.read_text(), self.err_path.read_text()
+
+    def kill(self) -> None:
+        """SIGKILL by pid, if it still runs."""
+        if self.p.poll() is None:
+            os.kill(self.p.pid, signal.SIGKILL)
+
+
+def _wait_for(path: Path, proc: _Proc, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not path.exists():
         if proc.poll() is not None:
@@ -73,18 +109,18 @@ def run_live(
     """Run the three processes to the end of the input; every batch must succeed (else a
     ``RuntimeError`` with the failing process's stderr). The driver's printed result."""
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    kw: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
     exe, common = trimtab_exe(), [str(scenario), "--workdir", str(work)]
-    procs: list[subprocess.Popen[str]] = []
+    logs = work / "logs"
+    procs: list[_Proc] = []
     try:
-        procs.append(subprocess.Popen([exe, "run", "--config", str(cfg)], env=env, **kw))
+        procs.append(_Proc([exe, "run", "--config", str(cfg)], env, logs, "daemon"))
         _wait_for(work / "plans" / "current", procs[0], 60, "the daemon")
         drv = [exe, "pipeline", "run", *common, "--master", master, "--trigger-s", str(trigger_s)]
-        procs.append(subprocess.Popen(drv, env=env, **kw))
+        procs.append(_Proc(drv, env, logs, "driver"))
         _wait_for(work / "app.json", procs[1], 120, "the driver")  # its session is up
         gen = [exe, "input", "generate", *common, "--segments", str(segments)]
         gen += ["--scale", str(scale), "--pace-s", str(trigger_s), "--close"]
-        procs.append(subprocess.Popen(gen, env=env, **kw))
+        procs.append(_Proc(gen, env, logs, "writer"))
         outs = []
         for p in (procs[2], procs[1]):
             out, err = p.communicate(timeout=timeout_s)
@@ -97,8 +133,7 @@ def run_live(
         return json.loads(outs[1])
     finally:
         for p in procs:
-            if p.poll() is None:
-                os.kill(p.pid, signal.SIGKILL)
+            p.kill()
 
 
 def run_silenced(
@@ -124,21 +159,21 @@ def run_silenced(
     stream, at, seconds = silence
     live = next(s.id for s in sc.streams if s.id != stream)
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    kw: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
     exe, common = trimtab_exe(), [str(scenario), "--workdir", str(work)]
     drv = [exe, "pipeline", "run", *common, "--trigger-s", str(trigger_s), "--default-plan"]
     gen = [exe, "input", "generate", *common, "--segments", str(segments)]
     gen += ["--scale", str(scale), "--pace-s", str(trigger_s), "--close"]
-    procs: list[subprocess.Popen[str]] = []
+    logs = work / "logs"
+    procs: list[_Proc] = []
     try:
-        procs.append(subprocess.Popen(drv, env=env, **kw))
+        procs.append(_Proc(drv, env, logs, "driver"))
         _wait_for(work / "app.json", procs[0], 120, "the driver")
-        procs.append(subprocess.Popen(gen, env=env, **kw))
+        procs.append(_Proc(gen, env, logs, "writer"))
         _wait_for(
             work / "input" / f"seg-{at:06d}.parquet", procs[1], 60 + at * trigger_s, "the writer"
         )
         inject = [exe, "inject", "silence-stream", stream, "--seconds", str(seconds)]
-        subprocess.run([*inject, "--workdir", str(work)], env=env, check=True, **kw)
+        subprocess.run([*inject, "--workdir", str(work)], env=env, check=True, capture_output=True)
         outs = []
         for p in (procs[1], procs[0]):
             out, err = p.communicate(timeout=timeout_s)
@@ -148,8 +183,7 @@ def run_silenced(
         result = json.loads(outs[1])
     finally:
         for p in procs:
-            if p.poll() is None:
-                os.kill(p.pid, signal.SIGKILL)
+            p.kill()
     q = compile_query(sc)
     # exactly once: the stable view against the reference over the log written again with the
     # holds its journal recorded (the driver trims the live log past its snapshots)
@@ -184,15 +218,18 @@ def driver_failover(
     nxt = [*common, "--role", "primary" if mode == "cold" else mode]
     nxt += ["--result", str(work / "next.json")]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    kw: dict[str, Any] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE, "text": True}
-    procs: list[subprocess.Popen[str]] = []
+    logs = work / "logs"
+    procs: list[_Proc] = []
     try:
         if mode in ("active", "standby"):  # up and warm before the primary starts
-            procs.append(subprocess.Popen(nxt, env=env, **kw))
+            procs.append(_Proc(nxt, env, logs, "next"))
             ready = work / "active-standby" / READY if mode == "active" else work / STANDBY_READY
             _wait_for(ready, procs[-1], 180, f"the {mode} standby")
-        primary = subprocess.Popen(
-            [*common, "--role", "primary", "--kill-after-output", str(kill_after)], env=env, **kw
+        primary = _Proc(
+            [*common, "--role", "primary", "--kill-after-output", str(kill_after)],
+            env,
+            logs,
+            "primary",
         )
         procs.append(primary)
         if not wait_for_holder(work / "lease.sqlite", "primary", 180):
@@ -200,11 +237,11 @@ def driver_failover(
         primary.wait(timeout=600)
         t_crash = time.time()
         if primary.returncode != -signal.SIGKILL:
-            err = primary.stderr.read() if primary.stderr else ""
+            err = primary.err_path.read_text()
             lines = [x for x in err.splitlines() if "Error" in x or "error:" in x]
             raise RuntimeError(f"the primary exited {primary.returncode}: {lines[-5:]}")
         if mode == "cold":
-            procs.append(subprocess.Popen(nxt, env=env, **kw))
+            procs.append(_Proc(nxt, env, logs, "next"))
         _, err = procs[0 if mode != "cold" else -1].communicate(timeout=600)
         if not (work / "next.json").exists():  # its first errors name the cause, the tail the end
             first = [x for x in err.splitlines() if "ERROR" in x or "Error:" in x][:5]
@@ -214,5 +251,4 @@ def driver_failover(
         return json.loads((work / "next.json").read_text()) | {"t_crash": t_crash}
     finally:
         for p in procs:
-            if p.poll() is None:
-                os.kill(p.pid, signal.SIGKILL)
+            p.kill()

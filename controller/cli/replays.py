@@ -139,14 +139,7 @@ def replay(
             res = _replay_sim(sc, placement, ticks, seed, shedding, not json_out)
     except ValueError as e:
         fail(str(e))
-    res.summary["expectations"] = check_expectations(sc.expect, res.summary)
-    _finish(res, report, json_out, sc.name)
-    checks = res.summary["expectations"]
-    failed = unmet(checks)
-    if failed:
-        fail(f"{sc.name}: expectation not met: {'; '.join(failed)}", code=4)
-    if checks and not json_out:
-        err.print(f"expectations met: {', '.join(c['expectation'] for c in checks)}")
+    _finish(res, report, json_out, sc)
 
 
 def _replay_spark_cli(run: Any, show_progress: bool, sc: ScenarioFile, **kw: Any) -> Any:
@@ -240,8 +233,11 @@ def _replay_sim(
         )
 
 
-def _finish(res: Any, report: Path | None, json_out: bool, name: str) -> None:
-    """Write the report if asked, then print JSON or the summary table."""
+def _finish(res: Any, report: Path | None, json_out: bool, sc: ScenarioFile) -> None:
+    """Check the scenario's ``expect:`` block, write the report if asked, print JSON or the
+    summary table; exit 4 naming each expectation missed."""
+    name = sc.name
+    checks = res.summary["expectations"] = check_expectations(sc.expect, res.summary)
     if report is not None:
         from controller.report import write_report
 
@@ -249,11 +245,16 @@ def _finish(res: Any, report: Path | None, json_out: bool, name: str) -> None:
         res.summary["report"] = str(report)
     if json_out:
         print_json(res.summary)
-        return
-    keys = SUMMARY_KEYS + tuple(k for k in SPARK_KEYS if k in res.summary)
-    Console().print(table([{**res.summary, "scenario": name}], keys, "scenario"))
-    if report is not None:
-        err.print(f"report written to {report}/report.html")
+    else:
+        keys = SUMMARY_KEYS + tuple(k for k in SPARK_KEYS if k in res.summary)
+        Console().print(table([{**res.summary, "scenario": name}], keys, "scenario"))
+        if report is not None:
+            err.print(f"report written to {report}/report.html")
+    failed = unmet(checks)
+    if failed:
+        fail(f"{name}: expectation not met: {'; '.join(failed)}", code=4)
+    if checks and not json_out:
+        err.print(f"expectations met: {', '.join(c['expectation'] for c in checks)}")
 
 
 @app.command("compare")

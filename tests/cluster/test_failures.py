@@ -135,6 +135,7 @@ def test_driver_killed_between_output_and_commit_standby_takes_over(tmp_path: Pa
     ]
     procs: list[subprocess.Popen] = []
     jvms: set[int] = set()
+    logs = [(tmp_path / f"{r}.err").open("w") for r in ("primary", "standby")]
     try:
         primary = subprocess.Popen(
             [
@@ -151,7 +152,7 @@ def test_driver_killed_between_output_and_commit_standby_takes_over(tmp_path: Pa
             ],
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=logs[0],  # a file: a pipe unread would fill and block the driver
         )
         procs.append(primary)
         # the standby starts once the primary holds the lease
@@ -170,7 +171,7 @@ def test_driver_killed_between_output_and_commit_standby_takes_over(tmp_path: Pa
             ],
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=logs[1],
         )
         procs.append(standby)
         while primary.poll() is None and time.monotonic() < deadline + 120:
@@ -187,6 +188,8 @@ def test_driver_killed_between_output_and_commit_standby_takes_over(tmp_path: Pa
         for pid in jvms:  # the dead driver's JVM must not outlive it; end it by pid if it did
             if psutil.pid_exists(pid):
                 os.kill(pid, signal.SIGKILL)
+        for f in logs:
+            f.close()
     res = json.loads((tmp_path / "standby.json").read_text())
     assert res["epoch"] == 2 and res["restored_through"] == 2  # batch 3 was written, not committed
     assert res["committed"] == list(range(len(res["committed"])))
