@@ -148,6 +148,13 @@ def decide_shedding(
         bottlenecks=[k for k, v in plan.shadow_prices.items() if v > 1e-9],
         status=plan.status,
     )
+    if shedding_now and not over.any() and all(k >= 1.0 - 1e-9 for k in plan.keep):
+        # the re-plan keeps every tuple: the drops are lifted, and the record says so
+        return ShedDecision(
+            ShedPlan(method=method),
+            "load within headroom, the new plan keeps all: stop shedding",
+            info,
+        )
     if not infeasible and abs(plan.objective - cur_obj) <= 0.02 * max(abs(cur_obj), 1e-12):
         return ShedDecision(None, "current shed plan within 2% of the new optimum", info)
     why = "overload: " + ",".join(ids[j] for j in np.flatnonzero(over)) if over.any() else "re-plan"
