@@ -74,12 +74,15 @@ def _primary_pin(work: Path, batch_id: int) -> tuple[int, int, float, float, flo
     if not db.exists():
         return None
     uri = f"{db.resolve().as_uri()}?mode=ro"
-    with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=10)) as conn:
-        row = conn.execute(
-            "SELECT batch_id, plan_version, wm_prev, wm, COALESCE(twm, wm) FROM pins "
-            "WHERE batch_id=?",
-            (batch_id,),
-        ).fetchone()
+    try:
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=10)) as conn:
+            row = conn.execute(
+                "SELECT batch_id, plan_version, wm_prev, wm, COALESCE(twm, wm) FROM pins "
+                "WHERE batch_id=?",
+                (batch_id,),
+            ).fetchone()
+    except sqlite3.OperationalError:  # the primary is still creating its log: not pinned yet
+        return None
     return None if row is None else (int(row[0]), int(row[1]), row[2], row[3], row[4])
 
 

@@ -203,7 +203,7 @@ class PlanLog:
         self._db.executescript(
             """
             CREATE TABLE IF NOT EXISTS pins (batch_id INTEGER PRIMARY KEY, plan_version INTEGER NOT NULL,
-                                             wm_prev REAL NOT NULL, wm REAL NOT NULL);
+                                             wm_prev REAL NOT NULL, wm REAL NOT NULL, twm REAL);
             CREATE TABLE IF NOT EXISTS commits (batch_id INTEGER PRIMARY KEY, rows_out INTEGER, info TEXT);
             CREATE TABLE IF NOT EXISTS snapshots (batch_id INTEGER PRIMARY KEY, path TEXT NOT NULL);
             CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
