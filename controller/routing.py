@@ -70,7 +70,9 @@ class RoutingPolicy:
         batch = obs.batches[-1].batch_id if obs.batches else self.router.rounds
         hot: Quotas = {}
         if kc.size:
-            hot = self.router.step(kc[:, 0].astype(np.int64), kc[:, 1].astype(float), batch)
+            keys = kc[:, 0].astype(np.int64)
+            home = np.asarray(table, dtype=np.int64)[stable_mod(keys, self.groups)]
+            hot = self.router.step(keys, kc[:, 1].astype(float), batch, home)
             hot = _on_live(hot, alive_mask(obs.node_status[: self.n]))
             hot = _off_table(hot, table, self.groups)
         new = RoutingConfig(

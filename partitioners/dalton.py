@@ -2,7 +2,9 @@
 
 Zapridou, Mytilinis, Ailamaki, "Dalton: Learned Partitioning for Distributed Data Streams",
 PVLDB 16(3), 2022 (reference: ezapridou/Dalton ``Dalton``, ``ContextualBandits``,
-``HotStatistics``, ``DaltonCooperative``, ``QTableReducer``). Cold keys are hashed. A key is hot
+``HotStatistics``, ``DaltonCooperative``, ``QTableReducer``). Cold keys are hashed (on an engine
+whose keys default to a key-group table, ``route_pinned``: to the table's partition, so that
+the loads Dalton learns from are the engine's [project choice]). A key is hot
 when its count in the current interval exceeds (tuples of the previous interval) / (n div), with
 ``div`` 1 as in the reference, or the interval's tuples so far when fewer (a detection by share;
 [project choice]: the reference's rule hashes a newly hot key until it has a 1/n share of a whole
@@ -102,19 +104,27 @@ def update_split_cap(
     return cap
 
 
-def hot_divisor(div: int, imbalance: float, target: float, cap: int, limit: int) -> int:
+def hot_divisor(
+    div: int, imbalance: float, target: float, cap: int, limit: int, held: float = 0.0
+) -> int:
     """The hot threshold is ``total / (n div)``: ``div`` doubles (up to 100, the reference's DAG
     variant) while the imbalance stays above ``target`` with the split cap at its limit — the
-    excess then sits in keys hashed whole — and halves back once it is under ``target / 4``.
+    excess then sits in keys hashed whole — and halves back once it is under ``target / 4``,
+    unless the keys that halving would return to their hash worker carry ``held`` (their
+    tuples routed elsewhere, over the mean worker load) above ``target``: putting them back
+    would undo the balance that keeping them hot bought [project choice: without it, at 2
+    workers the hot set flips every other interval between the hottest key and none].
 
     Examples
     --------
     >>> hot_divisor(1, 0.5, 0.1, 4, 4), hot_divisor(1, 0.5, 0.1, 3, 4), hot_divisor(8, 0.01, 0.1, 4, 4)
     (2, 1, 4)
+    >>> hot_divisor(8, 0.01, 0.1, 4, 4, held=0.3)
+    8
     """
     if imbalance > target and cap >= limit:
         return min(2 * div, 100)
-    if imbalance < target / 4:
+    if imbalance < target / 4 and held <= target:
         return max(div // 2, 1)
     return div
 
@@ -165,7 +175,7 @@ def _warm_row(Q, k, load, n, w_red):  # pragma: no cover - compiled
 
 @njit(cache=True)
 def _route(
-    keys, hashw, n, Q, used, kf, load, hot, cnt, st, rnd, alpha, eps, interval, w_red
+    keys, hashw, n, Q, used, kf, load, hot, cnt, off, st, rnd, alpha, eps, interval, w_red
 ):  # pragma: no cover
     # st: [tuples this interval, tuples previous interval, max_split, interval end flag, hot divisor]
     out = np.empty(keys.size, dtype=np.int64)
@@ -210,6 +220,8 @@ def _route(
                                 best = Q[k, q]
                                 w = q
         out[i] = w
+        if w != h:
+            off[k] += 1
         if not used[k, w]:
             used[k, w] = 1
             kf[k] += 1
@@ -275,6 +287,7 @@ class Dalton(LocalOnly):
         "kf": (False, np.int64, 0),
         "hot": (False, np.uint8, 0),
         "cnt": (False, np.int64, 0),
+        "off": (False, np.int64, 0),  # tuples this interval routed away from the hash worker
         "was_hot": (False, np.uint8, 0),
         "start_hot": (False, np.uint8, 0),
     }
@@ -314,11 +327,13 @@ class Dalton(LocalOnly):
             splits_any=self.kf[self.hot == 1],
         )
         self.w_reduce = reduce_weight(self.w_reduce, imbalance, self.target)
-        self.st[4] = hot_divisor(
-            int(self.st[4]), imbalance, self.target, int(self.st[2]), self.limit
-        )
         prev = int(self.st[0])
         thresh = prev / self.n
+        leaving = (self.hot == 1) & ~(self.cnt * max(int(self.st[4]) // 2, 1) > thresh)
+        held = float(self.off[leaving].sum()) / mean if mean > 0 else 0.0
+        self.st[4] = hot_divisor(
+            int(self.st[4]), imbalance, self.target, int(self.st[2]), self.limit, held
+        )
         now_hot = self.cnt * self.st[4] > thresh
         expire = (self.was_hot == 1) & ~now_hot & (self.hot == 0)
         self.Q[expire] = Q0  # a row expires one interval after its key stops being hot
@@ -330,6 +345,7 @@ class Dalton(LocalOnly):
         self.hot = now_hot.astype(np.uint8)
         self.start_hot = self.hot.copy()
         self.cnt[:] = 0
+        self.off[:] = 0
         self.used[:] = 0
         self.kf[:] = 0
         self.load[:] = 0.0
@@ -354,9 +370,13 @@ class Dalton(LocalOnly):
             splits_any=hot,
         )
 
-    def route(self, keys: IntArray) -> IntArray:
-        """Route one batch in arrival order."""
+    def route(self, keys: IntArray, home: IntArray | None = None) -> IntArray:
+        """Route one batch in arrival order; ``home`` (per tuple) replaces the hash worker:
+        where a cold key goes and where a hot key's scan starts."""
         k = as_keys(keys)
+        hw = stable_mod(k, self.n) if home is None else np.asarray(home, np.int64)
+        if hw.shape != k.shape or (hw.size and (hw.min() < 0 or hw.max() >= self.n)):
+            raise ValueError(f"home: expected one worker in [0, {self.n}) per key")
         if k.size and k.max() >= self.Q.shape[0]:
             self._alloc(int(k.max()) * 2 + 1)
         parts = []
@@ -365,7 +385,7 @@ class Dalton(LocalOnly):
             c = k[:step]
             out = _route(
                 c,
-                stable_mod(c, self.n),
+                hw[:step],
                 self.n,
                 self.Q,
                 self.used,
@@ -373,6 +393,7 @@ class Dalton(LocalOnly):
                 self.load,
                 self.hot,
                 self.cnt,
+                self.off,
                 self.st,
                 self.rng.random(c.size),
                 self.alpha,
@@ -381,12 +402,18 @@ class Dalton(LocalOnly):
                 self.w_reduce,
             )
             parts.append(out)
-            k = k[out.size :]
+            k, hw = k[out.size :], hw[out.size :]
             if self.st[3]:
                 self._end_interval()
             else:
                 self._widen_midway()
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def route_pinned(self, keys: IntArray, home: IntArray, free: np.ndarray) -> IntArray:
+        """Route on an engine whose default for a key is ``home`` (the key-group table):
+        Dalton's hash worker is that partition, so its loads are the engine's; which keys
+        leave it is still Dalton's hot-key detector's call (``free`` is not consulted)."""
+        return self.route(keys, home)
 
 
 class DaltonCooperative(LocalOnly):

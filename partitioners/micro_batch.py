@@ -12,7 +12,11 @@ Dalton's Q-tables and hot statistics, Prompt's batch plan. Each round (``step``)
    tail keeps its mass in expectation; the tuples are interleaved by a permutation seeded with
    (seed, batch). [Project choice: the engine's statistics hold counts per key, not the
    arrival order.]
-2. **Route.** The partitioner routes the sample with its own kernel and state.
+2. **Route.** The partitioner routes the sample with its own kernel and state. A partitioner
+   whose rule depends on where the engine puts the keys it leaves alone (``route_pinned``:
+   Dalton hashes cold keys and learns from the loads that makes; Prompt plans whole batches)
+   is told each key's home partition (the key-group table) and which keys it may move
+   (those of step 3); the others keep their own hash, as offline.
 3. **Quotas.** The keys with a share of at least ``min_share`` (default ``1 / (20 n)``),
    hottest first and at most ``max_keys``, are routed as the partitioner assigned them: a key
    it split gets the fraction of its sample tuples per worker (fractions under 1% folded into
@@ -43,7 +47,14 @@ from numpy.typing import NDArray
 from core.hashing import stable_mod, stable_uniform
 from partitioners.registry import NAMES, make
 
-__all__ = ["MicroBatchRouter", "NodeSpeeds", "Quotas", "arrival_sample", "quotas_from_routing"]
+__all__ = [
+    "MicroBatchRouter",
+    "NodeSpeeds",
+    "Quotas",
+    "arrival_index",
+    "arrival_sample",
+    "quotas_from_routing",
+]
 
 IntArray = NDArray[np.int64]
 Array = NDArray[np.float64]
@@ -67,6 +78,14 @@ def arrival_sample(
     >>> 9_000 < big.size < 11_000
     True
     """
+    keys = np.asarray(keys, np.int64)
+    return keys[arrival_index(keys, counts, budget, batch, seed)]
+
+
+def arrival_index(
+    keys: IntArray, counts: Array, budget: int, batch: int, seed: int = 0
+) -> IntArray:
+    """``arrival_sample``'s tuples as indices into ``keys`` (to carry per-key data along)."""
     counts = np.asarray(counts, float)
     total = float(counts.sum())
     if total <= 0:
@@ -75,8 +94,15 @@ def arrival_sample(
     frac = scaled - np.floor(scaled)
     up = stable_uniform(np.asarray(keys, np.int64) ^ np.int64(batch), seed=seed + 0x5A17) < frac
     reps = (np.floor(scaled) + up).astype(np.int64)
-    seq = np.repeat(np.asarray(keys, np.int64), reps)
+    seq = np.repeat(np.arange(len(counts), dtype=np.int64), reps)
     return np.random.default_rng([seed, batch, 0x0A11]).permutation(seq)
+
+
+def _hottest(tot: Array, size: int, min_share: float, max_keys: int) -> IntArray:
+    """Indices of the keys with a share of at least ``min_share``, hottest first, at most
+    ``max_keys``: the keys the engine lets the partitioner route."""
+    idx = np.flatnonzero(tot / size >= min_share)
+    return idx[np.argsort(-tot[idx], kind="stable")][:max_keys]
 
 
 def quotas_from_routing(
@@ -103,8 +129,7 @@ def quotas_from_routing(
     per = np.zeros((uk.size, n))
     np.add.at(per, (inv, workers), 1.0)
     tot = per.sum(axis=1)
-    idx = np.flatnonzero(tot / sample.size >= min_share)
-    idx = idx[np.argsort(-tot[idx], kind="stable")][:max_keys]
+    idx = _hottest(tot, sample.size, min_share, max_keys)
     out: Quotas = {}
     for i in idx:
         f = per[i] / tot[i]
@@ -183,15 +208,29 @@ class MicroBatchRouter:
             else make(name, n, seed, window=budget, key_space=min(key_space, 2 * _FOLD))
         )
 
-    def step(self, keys: IntArray, counts: Array, batch: int) -> Quotas:
-        """Quotas for the next batch from batch ``batch``'s key counts."""
+    def step(
+        self, keys: IntArray, counts: Array, batch: int, home: IntArray | None = None
+    ) -> Quotas:
+        """Quotas for the next batch from batch ``batch``'s key counts; ``home`` (per key)
+        is the partition the engine gives a key the quotas leave alone (the key-group
+        table), for partitioners whose rule depends on it (``route_pinned``: Dalton,
+        Prompt)."""
         self.rounds += 1
         if self.partitioner is None or len(keys) == 0 or self.n < 2:
             return {}
         keys = np.asarray(keys, np.int64)
-        sample = arrival_sample(keys, np.asarray(counts, float), self.budget, batch, self.seed)
+        idx = arrival_index(keys, np.asarray(counts, float), self.budget, batch, self.seed)
+        sample = keys[idx]
         folded = np.where(sample < _FOLD, sample, _FOLD + stable_mod(sample, _FOLD))
-        workers = np.asarray(self.partitioner.route(folded), dtype=np.int64)
+        pinned = getattr(self.partitioner, "route_pinned", None)
+        if home is not None and pinned is not None and sample.size:
+            _, inv, tot = np.unique(sample, return_inverse=True, return_counts=True)
+            free = np.zeros(tot.size, dtype=bool)
+            free[_hottest(tot.astype(float), sample.size, self.min_share, self.max_keys)] = True
+            routed = pinned(folded, np.asarray(home, np.int64)[idx], free[inv])
+        else:
+            routed = self.partitioner.route(folded)
+        workers = np.asarray(routed, dtype=np.int64)
         return quotas_from_routing(sample, workers, self.n, self.min_share, self.max_keys)
 
     def feedback(self, rows: Array, busy_s: Array) -> None:

@@ -12,7 +12,13 @@ Micro-batch Stream Processing Systems", SIGMOD 2020 (re-implemented from ezaprid
    else it is water-filled over partitions by leftover capacity (flagged) [project choice].
 
 The plan ``key -> [(partition, quota)]`` is applied in arrival order, so the routing is
-deterministic for a given batch.
+deterministic for a given batch. On an engine whose keys default to a key-group table
+(``route_pinned``), the keys the engine does not let the partitioner move stay on their
+table partition and count in each partition's size from the start; Prompt plans the rest by
+the three phases, Phases 1 and 2 putting each chunk or whole key on the emptiest partition
+(what round-robin and the zig-zag stand for on empty partitions) [project choice: there placement, not Phase 2, owns
+the cold keys, and a plan blind to where they are would balance a batch that is not the one
+the engine runs].
 """
 
 from __future__ import annotations
@@ -26,39 +32,57 @@ from partitioners.base import IntArray, LocalOnly, as_keys
 __all__ = ["Prompt", "prompt_plan"]
 
 
-def prompt_plan(keys: IntArray, n: int) -> tuple[dict[int, list[tuple[int, int]]], bool]:
-    """The batch plan and whether any residual had to be water-filled.
+def prompt_plan(
+    keys: IntArray, n: int, pinned: IntArray | None = None
+) -> tuple[dict[int, list[tuple[int, int]]], bool]:
+    """The batch plan and whether any residual had to be water-filled; ``pinned`` (per
+    tuple, -1 where free) holds the tuples that stay on a given partition.
 
     Examples
     --------
     >>> plan, split = prompt_plan(np.array([1] * 6 + [2, 3]), 2)
     >>> sum(q for _, q in plan[1]), split
     (6, False)
+    >>> plan, _ = prompt_plan(np.array([1] * 4 + [2] * 4), 2, np.array([-1] * 4 + [0] * 4))
+    >>> plan[1], plan[2]
+    ([(1, 4)], [(0, 4)])
     """
-    uniq, counts = np.unique(keys, return_counts=True)
+    uniq, inv, counts = np.unique(keys, return_inverse=True, return_counts=True)
     B = int(counts.sum())
     if B == 0:
         return {}, False
     psize = B / n
     scut = max(1, math.ceil(psize / (uniq.size / n)))
-    order = np.lexsort((uniq, -counts))
     size = np.zeros(n, dtype=np.int64)
     plan: dict[int, list[tuple[int, int]]] = {}
+    free = np.ones(uniq.size, dtype=bool)
+    if pinned is not None:
+        pin = np.asarray(pinned, np.int64)
+        held = pin >= 0
+        size += np.bincount(pin[held], minlength=n)
+        free[inv[held]] = False
+        where = np.full(uniq.size, -1, dtype=np.int64)
+        where[inv[held]] = pin[held]
+        for i in np.flatnonzero(~free):
+            plan[int(uniq[i])] = [(int(where[i]), int(counts[i]))]
+    order = np.lexsort((uniq, -counts))
+    order = order[free[order]]
     residual: list[tuple[int, int, int]] = []
     b = 0
     rest = []
     for i in order:
         k, f = int(uniq[i]), int(counts[i])
         if f > scut:
+            b = b if pinned is None else int(np.argmin(size))  # onto pinned load: the emptiest
             plan[k] = [(b, scut)]
             size[b] += scut
             residual.append((k, f - scut, b))
             b = (b + 1) % n
         else:
             rest.append((k, f))
-    for j, (k, f) in enumerate(rest):  # zig-zag
+    for j, (k, f) in enumerate(rest):  # zig-zag (onto pinned load: the emptiest partition)
         r, c = divmod(j, n)
-        p = c if r % 2 == 0 else n - 1 - c
+        p = (c if r % 2 == 0 else n - 1 - c) if pinned is None else int(np.argmin(size))
         plan[k] = [(p, f)]
         size[p] += f
     cap = math.ceil(psize)
@@ -118,12 +142,12 @@ class Prompt(LocalOnly):
         self.n = n
         self.water_filled = 0
 
-    def route(self, keys: IntArray) -> IntArray:
+    def route(self, keys: IntArray, pinned: IntArray | None = None) -> IntArray:
         """Plan the batch, then apply each key's quotas in arrival order."""
         k = as_keys(keys)
         if k.size == 0:
             return np.zeros(0, dtype=np.int64)
-        plan, split = prompt_plan(k, self.n)
+        plan, split = prompt_plan(k, self.n, pinned)
         self.water_filled += int(split)
         order = np.argsort(k, kind="stable")
         sk = k[order]
@@ -135,3 +159,7 @@ class Prompt(LocalOnly):
         out = np.empty(k.size, dtype=np.int64)
         out[order] = out_sorted
         return out
+
+    def route_pinned(self, keys: IntArray, home: IntArray, free: np.ndarray) -> IntArray:
+        """Route on an engine that moves only the ``free`` keys: the others stay ``home``."""
+        return self.route(keys, np.where(np.asarray(free, bool), -1, np.asarray(home, np.int64)))
