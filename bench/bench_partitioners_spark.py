@@ -4,9 +4,10 @@ Run: .venv/bin/python -m bench.bench_partitioners_spark
 Workload: ``zipf-hotkey-shift``'s stream (Zipf 1.3 over 10,000 keys, 50 key groups) with a
 2 s trigger interval, its ranks rotated so that hash puts the two hottest keys in one of the 2
 partitions (as in the Spark pipeline bench), a windowed count (10 s tumbling), 200 us per tuple,
-``local-cluster[2,1,1024]``. Each partitioner's max sustained rate is searched as in
-``bench.bench_spark`` (fit from two probes, then checked up and down, fewer steps). The routing
-digests of batch 8 of the 1,000 tuples/s probe (same input for every partitioner) are compared.
+``local-cluster[2,1,1024]``. Every partitioner runs at each rate of a grid in one session (the
+order rotated per rate); its max sustained rate is where the least-squares line through its
+median batch durations reaches the tick. The routing digests of batch 8 of the lowest rate's
+runs (same input for every partitioner) are compared.
 Part ``het``: ``heterogeneous-spark`` (partitions 1:3): each speed-aware partitioner's max
 sustained rate and the speeds it learned against the measured busy-time ratio.
 """
@@ -31,8 +32,9 @@ from core.hashing import stable_mod
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = ("hash", "pkg", "dchoices", "wchoices", "dalton", "prompt", "cg")
 WARMUP = 6  # 10 s windows close every 5 batches; the first full one by batch 5
-BATCHES = WARMUP + 4
+BATCHES = WARMUP + 6
 DIGEST_BATCH = 8
+ZIPF_RATES = (3000.0, 5000.0, 7000.0)  # tuples/s: every partitioner's tick is crossed inside
 # the zipf part places key group g on partition g mod 2 (plain hash routing, held): the bench's
 # premise, the two hottest keys on one partition, is then the workload's, not the placement's
 ZIPF_PLACEMENT = "hash"
@@ -88,39 +90,51 @@ def run(
     return s
 
 
-def max_rate(spark: Any, sc: ScenarioFile, part: str, work: Path) -> dict[str, Any]:
-    r1, r2 = 1000.0, 3000.0
-    s1 = run(spark, sc, r1, part, work / "a", placement=ZIPF_PLACEMENT)
-    s2 = run(spark, sc, r2, part, work / "b", placement=ZIPF_PLACEMENT)
-    d1, d2 = s1["batch_duration_p50"], s2["batch_duration_p50"]
-    slope = max((d2 - d1) / (r2 - r1), 1e-9)
-    rate, best, best_s, tried = r1 + (T - d1) / slope, 0.0, s2, []
-    for i in range(10):  # until a sustained rate and one above it are found
-        s = run(spark, sc, rate, part, work / f"c{i}", placement=ZIPF_PLACEMENT)
-        d = s["batch_duration_p50"]
-        tried.append((round(rate), round(d, 3)))
-        if d <= T:
-            best, best_s = max(best, rate), s
-            rate *= 1.06
-        else:
-            rate *= 0.92
-        if best > 0 and d > T:
-            break
-    per = {b["batch"]: b for b in s1["routing_per_batch"]}
-    return {
-        "partitioner": part,
-        "max_rate": best,
-        "tried": tried,
-        "digest": per.get(DIGEST_BATCH, {}).get("routing_digest", "-"),
-        "split_keys": float(np.mean([b["split_keys"] for b in best_s["routing_per_batch"]])),
-        "moved_whole": float(np.mean([b["keys_moved_whole"] for b in best_s["routing_per_batch"]])),
-        "fragmentation": float(np.mean([b["fragmentation"] for b in best_s["routing_per_batch"]])),
-        "partials": best_s["partials_merged_per_batch"],
-        "rows": best_s["partition_rows"],
-    }
+def zipf_runs(spark: Any, sc: ScenarioFile, work: Path) -> list[dict[str, Any]]:
+    """Every partitioner at every rate of ``ZIPF_RATES`` (the order rotated at each rate, the
+    JVM's garbage collected between runs, so that no partitioner always runs first or after
+    the same one); per partitioner, its max sustained rate: where the least-squares line
+    through its median batch durations reaches the tick."""
+    runs: dict[str, list[dict[str, Any]]] = {p: [] for p in NAMES}
+    for i, rate in enumerate(ZIPF_RATES):
+        k = (3 * i) % len(NAMES)
+        for part in NAMES[k:] + NAMES[:k]:
+            spark.sparkContext._jvm.System.gc()  # the last run's shuffle files cleaned now
+            time.sleep(2.0)
+            runs[part].append(
+                run(spark, sc, rate, part, work / f"{part}-{rate:.0f}", placement=ZIPF_PLACEMENT)
+            )
+    rows = []
+    for part in NAMES:
+        med = [s["batch_duration_p50"] for s in runs[part]]
+        slope, icpt = np.polyfit(ZIPF_RATES, med, 1)
+        top, low = runs[part][-1], runs[part][0]
+        per = {b["batch"]: b for b in low["routing_per_batch"]}
+        rows.append(
+            {
+                "partitioner": part,
+                "med": med,
+                "fixed": float(icpt),
+                "slope": float(slope) * 1000.0,
+                "max_rate": float((T - icpt) / slope) if slope > 0 else float("nan"),
+                "digest": per.get(DIGEST_BATCH, {}).get("routing_digest", "-"),
+                "split_keys": float(np.mean([b["split_keys"] for b in top["routing_per_batch"]])),
+                "moved_whole": float(
+                    np.mean([b["keys_moved_whole"] for b in top["routing_per_batch"]])
+                ),
+                "fragmentation": float(
+                    np.mean([b["fragmentation"] for b in top["routing_per_batch"]])
+                ),
+                "partials": top["partials_merged_per_batch"],
+                "rows": top["partition_rows"],
+            }
+        )
+    return rows
 
 
-HET_PARTS = ("hash-blind", "hash", "pkg", "cg", "ecapa")  # hash-blind: measured_speeds off
+# NAME-blind: the key groups placed with measured_speeds off, so that only the partitioner's own
+# routing knows the speeds (each partitioner as itself); the others: as shipped
+HET_PARTS = ("hash-blind", "hash", "pkg", "cg", "ecapa", "pkg-blind", "cg-blind", "ecapa-blind")
 HET_SCALES = (2.0, 4.0, 6.0)  # x 1,000 tuples/s: the tick is crossed inside this range
 HET_BATCHES, HET_WARMUP = 14, 3
 
@@ -161,26 +175,27 @@ def heterogeneous() -> tuple[list[dict[str, Any]], dict[str, float]]:
         )
     by = {r["partitioner"]: r for r in rows}
     pairs = [("hash", "hash-blind")] + [(p, q) for p in ("cg", "ecapa") for q in ("hash", "pkg")]
+    pairs += [(f"{p}-blind", f"{q}-blind") for p in ("cg", "ecapa") for q in ("hash", "pkg")]
     ratios = {
         f"{p}/{q}": (by[p]["rate"] / by[q]["rate"], by[q]["busiest_s"] / by[p]["busiest_s"])
         for p, q in pairs
     }
     # what a perfect routing could gain over p: its busiest partition against every row where
     # it costs least, all partitions finishing together (at the top rate)
-    for p in ("hash", "pkg"):
+    for p in ("hash", "pkg", "hash-blind", "pkg-blind"):
         ratios[f"ideal/{p}"] = (float("nan"), by[p]["busiest_s"] / by[p]["ideal_s"])
     return rows, ratios
 
 
 def het_run(spark: Any, sc: ScenarioFile, part: str, scale: float, work: Path) -> dict[str, Any]:
     """One replay of heterogeneous-spark: median timed batch, rows and busy time per
-    partition, the speeds the partitioner learned last. ``hash-blind`` is hash with
+    partition, the speeds the partitioner learned last. ``NAME-blind`` is NAME with
     ``placement.measured_speeds`` off (the key groups stay where the nominal capacities put
     them)."""
-    if part == "hash-blind":
+    if part.endswith("-blind"):
         doc = sc.model_dump()
         doc["controller"]["placement"]["measured_speeds"] = False
-        sc, part = ScenarioFile.model_validate(doc), "hash"
+        sc, part = ScenarioFile.model_validate(doc), part.removesuffix("-blind")
     s = run(spark, sc, scale * 1000.0, part, work, HET_BATCHES, HET_WARMUP)
     speeds = [d.details.get("routing", {}).get("speeds") for d in s["decisions"]]
     busy = np.array(s["partition_busy_s"]) / np.maximum(np.array(s["partition_rows"]), 1)
@@ -228,8 +243,10 @@ local-cluster[2,1,1024]).
 per tuple, 2 s trigger), `spark.partition_speeds: [1, 3]` (partition 0's task spends 3x the
 operators' CPU, on whichever executor runs it), least-loaded placement of the key groups: it
 re-places them once by the partitions' measured speeds (`placement.measured_speeds`, on by
-default); `hash-blind` is hash routing with that off, so its key groups stay where equal
-capacities put them. The partitioner routes the hot keys; the cold keys follow the key groups.
+default); `NAME-blind` is the same partitioner with that off, so its key groups stay where
+equal capacities put them and only the partitioner's own routing of the hot keys knows the
+speeds (each partitioner as itself). The partitioner routes the hot keys; the cold keys follow
+the key groups.
 {HET_BATCHES} batches per run, the median of the last {HET_BATCHES - HET_WARMUP} timed; one
 session, a warm-up replay first, the partitioners' order rotated at each rate. Max sustained rate: where the least-squares line through the
 median batch durations reaches the 2 s tick (marked * where that lies outside the rates
@@ -244,7 +261,8 @@ speeds (mean 1) are from the run at
 {table}
 
 Max sustained rate ratios (and the busiest partition's busy time, inverted: the routing's own
-effect, without the fitted fixed costs; hash/hash-blind is the placement's own effect): {", ".join(f"{k} {v[0]:.3f}x ({v[1]:.2f}x)" for k, v in ratios.items() if not k.startswith("ideal"))}.
+effect, without the fitted fixed costs; hash/hash-blind is the placement's own effect; the
+-blind pairs are the partitioners' own effect, placement blind to the speeds in both): {", ".join(f"{k} {v[0]:.3f}x ({v[1]:.2f}x)" for k, v in ratios.items() if not k.startswith("ideal"))}.
 The most a perfect routing could gain on the busiest partition's busy time (every row where it
 costs least, the partitions finishing together, at {HET_SCALES[-1] * 1000:.0f}/s): {", ".join(f"{k} {v[1]:.2f}x" for k, v in ratios.items() if k.startswith("ideal"))}
 (targets: CG and E-CAPA at least 1.3x hash and 1.15x PKG in max sustained rate). Learned speed ratio against the measured busy-time ratio:
@@ -281,15 +299,17 @@ def zipf_section() -> None:
     )
     try:
         run(spark, sc, 200, "hash", work / "warm", placement=ZIPF_PLACEMENT)
-        rows = [max_rate(spark, sc, p, work / p) for p in NAMES]
+        rows = zipf_runs(spark, sc, work)
     finally:
         spark.stop()
     shutil.rmtree(work, ignore_errors=True)
     by = {r["partitioner"]: r for r in rows}
-    h = max(by["hash"]["max_rate"], 1.0)
+    h = by["hash"]["max_rate"]
+    cells = " | ".join(f"median batch at {x:.0f}/s (s)" for x in ZIPF_RATES)
     table = "\n".join(
-        f"| {r['partitioner']} | {r['max_rate']:.0f} | {r['max_rate'] / h:.2f} | {r['split_keys']:.1f} | {r['moved_whole']:.1f} | "
-        f"{r['fragmentation']:.2f} | {r['partials']:.0f} | {r['digest']} | {r['rows']} | {r['tried']} |"
+        f"| {r['partitioner']} | {' | '.join(f'{d:.2f}' for d in r['med'])} | {r['fixed']:.2f} | "
+        f"{r['slope']:.3f} | {r['max_rate']:.0f} | {r['max_rate'] / h:.2f} | {r['split_keys']:.1f} | "
+        f"{r['moved_whole']:.1f} | {r['fragmentation']:.2f} | {r['partials']:.0f} | {r['digest']} | {r['rows']} |"
         for r in rows
     )
     distinct = len({r["digest"] for r in rows})
@@ -303,22 +323,34 @@ def zipf_section() -> None:
         f"on the busiest partition, so {skew:.2f}x is the most any partitioner can gain on the "
         "busiest partition's work, before its merges and the batch's fixed costs"
     )
+    verdicts = [
+        f"{p} {by[p]['max_rate'] / h:.2f}x ({'met' if by[p]['max_rate'] >= 1.35 * h else 'not met'})"
+        for p in ("dchoices", "wchoices", "dalton", "prompt")
+    ]
+    merges = by["dalton"]["partials"] <= by["wchoices"]["partials"]
     body = f"""
-Command: `.venv/bin/python -m bench.bench_partitioners_spark` ({environment()}; pyspark 4.3, local-cluster[2,1,1024]).
+Command: `.venv/bin/python -m bench.bench_partitioners_spark zipf` ({environment()}; pyspark 4.3, local-cluster[2,1,1024]).
 
 `zipf-hotkey-shift`'s stream at a {T:.0f} s trigger interval (Zipf 1.3 over 10,000 keys, 50 key
 groups, ranks rotated by {rot} so that the two hottest keys' key groups are equal mod 2), count
 over 10 s tumbling windows, 200 us per tuple, 2 partitions, the key groups placed by hash
 (group g on partition g mod 2, held through the run). Each partitioner routes on Spark by its own rule (a live instance on the driver, fed
 each batch's keys): its split keys get quotas, and its hot keys kept whole go where it put them
-(cold keys follow the key-group table). {BATCHES} batches per run, the median of the last {BATCHES - WARMUP} timed.
-Routing digest: batch {DIGEST_BATCH} of the 1,000 tuples/s run (the same input for every
-partitioner): {distinct} distinct routings among {len(rows)} partitioners. Every run's output
-equalled the reference. Hash's busiest partition held {skew:.2f}x the mean rows: {premise}.
+(cold keys follow the key-group table). Every partitioner runs at each of {", ".join(f"{x:.0f}" for x in ZIPF_RATES)} tuples/s in
+one session, the order rotated at each rate; {BATCHES} batches per run, the median of the last
+{BATCHES - WARMUP} timed. Max sustained rate: where the least-squares line through a partitioner's median
+batch durations reaches the {T:.0f} s tick; fixed: its intercept; per 1000/s: its slope. Split keys,
+fragmentation, partials and rows: the {ZIPF_RATES[-1]:.0f}/s run. Routing digest: batch {DIGEST_BATCH} of the
+{ZIPF_RATES[0]:.0f} tuples/s run (the same input for every partitioner): {distinct} distinct routings among
+{len(rows)} partitioners. Every run's output equalled the reference. Hash's busiest partition held
+{skew:.2f}x the mean rows: {premise}.
 
-| partitioner | max sustained rate (tuples/s) | vs hash | split keys per batch | hot keys moved whole per batch | partitions per split key | partials merged per batch | routing digest | partition rows | (rate, median batch s) tried |
-|---|---|---|---|---|---|---|---|---|---|
+| partitioner | {cells} | fixed (s) | s per 1000/s | max sustained rate (tuples/s) | vs hash | split keys per batch | hot keys moved whole per batch | partitions per split key | partials merged per batch | routing digest | partition rows |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
 {table}
+
+Against the targets (at least 1.35x hash): {", ".join(verdicts)}; Dalton's partials merged per
+batch {by["dalton"]["partials"]:.0f} against W-Choices' {by["wchoices"]["partials"]:.0f} ({"met" if merges else "not met"}).
 """
     write_section("Partitioners on Spark", body)
     print(body)

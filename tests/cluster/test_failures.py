@@ -221,8 +221,10 @@ def test_a_replay_fences_an_executor_stopped_by_inject(tmp_path: Path) -> None:
     args = [EXE, "replay", str(SCENARIOS / "zipf-hotkey-shift.yaml"), "--substrate", "spark"]
     args += ["--master", "local-cluster[2,1,1024]", "--batches", "10", "--workdir", str(work)]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    kw = {"cwd": ROOT, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
-    rep = subprocess.Popen([*args, "--json"], env=env, **kw)
+    with (tmp_path / "replay.err").open("w") as log:  # a pipe unread while it runs blocks it
+        rep = subprocess.Popen(
+            [*args, "--json"], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True
+        )
     try:
         deadline = time.monotonic() + 240
         while len(list((work / "metrics").glob("batch-*.json"))) < 3:  # past the start-up
@@ -233,11 +235,11 @@ def test_a_replay_fences_an_executor_stopped_by_inject(tmp_path: Path) -> None:
         inj = [EXE, "inject", "stop-executor", target, "--seconds", "120", "--workdir", str(work)]
         r = subprocess.run(inj, cwd=ROOT, capture_output=True, text=True, env=env)
         assert r.returncode == 0, r.stderr
-        out, err = rep.communicate(timeout=400)
+        out, _ = rep.communicate(timeout=400)
     finally:
         if rep.poll() is None:
             os.kill(rep.pid, signal.SIGKILL)
-    assert rep.returncode == 0, err[-3000:]
+    assert rep.returncode == 0, (tmp_path / "replay.err").read_text()[-3000:]
     s = json.loads(out)
     assert s["output_matches_reference"] and s["lost_tuples"] == 0 and s["duplicate_tuples"] == 0
     assert s["executors_fenced"] == [target], s["executors_fenced"]

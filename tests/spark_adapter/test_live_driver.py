@@ -31,9 +31,22 @@ EXE = str(Path(sys.executable).parent / "trimtab")
 SC = SCENARIOS / "seed-groupby-window.yaml"
 
 
+def _spawn(args: list[str], log: Path) -> subprocess.Popen:
+    """A process with its stdout piped (its JSON result, read at the end) and its stderr in
+    ``log``: a stderr pipe left unread while it runs blocks it once 64 KiB are written."""
+    with log.open("w") as err:
+        proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=err, text=True)
+    proc.errlog = log  # type: ignore[attr-defined]
+    return proc
+
+
+def _err(p: subprocess.Popen) -> str:
+    return p.errlog.read_text()[-3000:]  # type: ignore[attr-defined]
+
+
 def _json_out(p: subprocess.Popen) -> dict:
-    out, err = p.communicate(timeout=300)
-    assert p.returncode == 0, err[-3000:]
+    out, _ = p.communicate(timeout=300)
+    assert p.returncode == 0, _err(p)
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -51,8 +64,9 @@ def test_live_driver_stops_on_sigterm_and_the_next_one_resumes(tmp_path: Path) -
     PlanStore(tmp_path / "plans").publish(alternating_plan(q))
     common = [str(SC), "--workdir", str(tmp_path)]
     run = [EXE, "pipeline", "run", *common, "--master", "local[2]", "--snapshot-every", "2"]
-    kw = {"cwd": ROOT, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
-    drv = subprocess.Popen([*run, "--trigger-s", "1", "--result", str(tmp_path / "a.json")], **kw)
+    drv = _spawn(
+        [*run, "--trigger-s", "1", "--result", str(tmp_path / "a.json")], tmp_path / "a.err"
+    )
     gen = None
     try:
         deadline = time.monotonic() + 180
@@ -60,7 +74,7 @@ def test_live_driver_stops_on_sigterm_and_the_next_one_resumes(tmp_path: Path) -
             assert time.monotonic() < deadline and drv.poll() is None, "the driver did not start"
             time.sleep(0.2)
         paced = ["--segments", "60", "--scale", "0.1", "--pace-s", "1"]
-        gen = subprocess.Popen([EXE, "input", "generate", *common, *paced], **kw)
+        gen = _spawn([EXE, "input", "generate", *common, *paced], tmp_path / "gen.err")
         while len(list((tmp_path / "metrics").glob("batch-*.json"))) < 4:
             assert time.monotonic() < deadline and drv.poll() is None, "driver made no progress"
             time.sleep(0.5)
@@ -109,12 +123,13 @@ def test_live_driver_stops_on_sigterm_and_the_next_one_resumes(tmp_path: Path) -
     assert first["arrival_to_commit_p99_s"] >= first["arrival_to_commit_p50_s"]
     assert len(first["backlog_segments"]) == len(first["committed"])
 
-    rest = subprocess.Popen(
-        [EXE, "input", "generate", *common, "--segments", "2", "--scale", "0.1", "--close"], **kw
+    rest = _spawn(
+        [EXE, "input", "generate", *common, "--segments", "2", "--scale", "0.1", "--close"],
+        tmp_path / "rest.err",
     )
     more = _json_out(rest)
     assert more["closed"] and more["first"] == first_gen["segments"]
-    second = _json_out(subprocess.Popen([*run, "--result", str(tmp_path / "b.json")], **kw))
+    second = _json_out(_spawn([*run, "--result", str(tmp_path / "b.json")], tmp_path / "b.err"))
     total = first_gen["segments"] + 2
     # the rest, then the flush batch that closes the windows at the end of the stream
     assert second["committed"] == list(range(len(second["committed"])))
@@ -161,41 +176,30 @@ def test_daemon_steers_a_live_pipeline_end_to_end(tmp_path: Path) -> None:
         )
     )  # JSON is YAML
     common = [str(sc_path), "--workdir", str(work)]
-    kw = {"cwd": ROOT, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
     procs = []
     jvms: list[int] = []
     try:
-        daemon = subprocess.Popen([EXE, "run", "--config", str(cfg)], **kw)
+        daemon = _spawn([EXE, "run", "--config", str(cfg)], tmp_path / "daemon.err")
         procs.append(daemon)
         deadline = time.monotonic() + 60
         while not (work / "plans" / "current").exists():  # the daemon publishes plan 0
-            assert time.monotonic() < deadline and daemon.poll() is None, daemon.stderr
+            assert time.monotonic() < deadline and daemon.poll() is None, _err(daemon)
             time.sleep(0.2)
-        gen = subprocess.Popen(
-            [
-                EXE,
-                "input",
-                "generate",
-                *common,
-                "--segments",
-                "60",
-                "--scale",
-                "0.05",
-                "--pace-s",
-                "1",
-            ],
-            **kw,
-        )
+        paced = ["--segments", "60", "--scale", "0.05", "--pace-s", "1"]
+        gen = _spawn([EXE, "input", "generate", *common, *paced], tmp_path / "gen.err")
         procs.append(gen)
-        drv = subprocess.Popen(
-            [EXE, "pipeline", "run", *common, "--master", "local[2]", "--trigger-s", "1"], **kw
+        drv = _spawn(
+            [EXE, "pipeline", "run", *common, "--master", "local[2]", "--trigger-s", "1"],
+            tmp_path / "drv.err",
         )
         procs.append(drv)
         deadline = time.monotonic() + 180
         pinned: list[tuple[int, int]] = []
         while not any(v >= 2 for _, v in pinned):  # plan 1 is the initial routing table
             assert time.monotonic() < deadline, f"no daemon plan pinned: {pinned}"
-            assert drv.poll() is None and daemon.poll() is None, "a process died"
+            assert drv.poll() is None and daemon.poll() is None, (
+                f"a process died: {_err(drv)} {_err(daemon)}"
+            )
             time.sleep(1.0)
             if (work / "planlog.sqlite").exists():
                 with contextlib.closing(sqlite3.connect(work / "planlog.sqlite")) as db:
