@@ -27,11 +27,7 @@ times the mean for many windows; re-measured: zipf-hotkey-shift at 50 workers 0.
 imbalance, was 0.098 with Q0 rows and 1.67 with the reference's fixed cap]. A hot key's row
 expires one interval after it stops being hot.
 
-``DaltonCooperative`` synchronises several instances through a reducer: Q-rows are merged as a
-frequency-weighted average and keys globally above total / n become hot everywhere. Its sync
-interval adapts [project choice: the reference measures reducer idle time, which a library
-cannot]: it doubles while the merged table changes little (mean |dQ| < 0.01) and halves when
-it changes a lot (> 0.05), within [slide / 4, 8 slide].
+Several cooperating sources: ``partitioners.dalton_cooperative``.
 """
 
 from __future__ import annotations
@@ -47,7 +43,6 @@ from partitioners.base import IntArray, LocalOnly, as_keys
 
 __all__ = [
     "Dalton",
-    "DaltonCooperative",
     "hot_divisor",
     "reduce_weight",
     "reward",
@@ -180,8 +175,7 @@ def _route(
     # st: [tuples this interval, tuples previous interval, max_split, interval end flag, hot divisor]
     out = np.empty(keys.size, dtype=np.int64)
     for i in range(keys.size):
-        k = keys[i]
-        h = hashw[i]
+        k, h = keys[i], hashw[i]
         cnt[k] += 1
         st[0] += 1
         if not hot[k] and _turns_hot(cnt[k], st, n):
@@ -220,8 +214,7 @@ def _route(
                                 best = Q[k, q]
                                 w = q
         out[i] = w
-        if w != h:
-            off[k] += 1
+        off[k] += 1 if w != h else 0
         if not used[k, w]:
             used[k, w] = 1
             kf[k] += 1
@@ -414,60 +407,3 @@ class Dalton(LocalOnly):
         Dalton's hash worker is that partition, so its loads are the engine's; which keys
         leave it is still Dalton's hot-key detector's call (``free`` is not consulted)."""
         return self.route(keys, home)
-
-
-class DaltonCooperative(LocalOnly):
-    """Several Dalton instances synchronised through a reducer every ``sync`` tuples."""
-
-    name = "dalton"
-
-    def __init__(
-        self, n: int, seed: int = 0, sources: int = 2, interval: int = 10_000, key_space: int = 1024
-    ) -> None:
-        self.n = n
-        self.instances = [Dalton(n, seed + i, interval, key_space) for i in range(sources)]
-        self.slide = interval
-        self.sync = interval
-        self.since = 0
-        self.syncs = 0
-        self.history: list[int] = []
-
-    def route(self, keys: IntArray) -> IntArray:
-        """Route a batch (tuple i to instance i mod S), syncing at each sync point."""
-        k = as_keys(keys)
-        out = np.empty(k.size, dtype=np.int64)
-        start = 0
-        while start < k.size:
-            step = min(k.size - start, self.sync - self.since)
-            s = len(self.instances)
-            for i, inst in enumerate(self.instances):
-                sel = slice(start + i, start + step, s)
-                out[sel] = inst.route(k[sel])
-            start += step
-            self.since += step
-            if self.since >= self.sync:
-                self._reduce()
-                self.since = 0
-        return out
-
-    def _reduce(self) -> None:
-        """Merge Q-rows frequency-weighted, share the global hot set, adapt the interval."""
-        size = max(inst.Q.shape[0] for inst in self.instances)
-        for inst in self.instances:
-            if inst.Q.shape[0] < size:
-                inst._alloc(size)
-        w = np.stack([inst.cnt.astype(float) + 1e-9 for inst in self.instances])  # (S, K)
-        q = np.stack([inst.Q for inst in self.instances])  # (S, K, n)
-        merged = (q * w[:, :, None]).sum(0) / w.sum(0)[:, None]
-        change = float(np.mean(np.abs(merged - q.mean(0))))
-        total = sum(int(inst.st[0]) for inst in self.instances)
-        glob = w.sum(0) > max(total, 1) / self.n
-        for inst in self.instances:
-            inst.Q[:] = merged
-            inst.hot[glob] = 1
-        if change < 0.01:
-            self.sync = min(self.sync * 2, 8 * self.slide)
-        elif change > 0.05:
-            self.sync = max(self.sync // 2, max(1, self.slide // 4))
-        self.syncs += 1
-        self.history.append(self.sync)

@@ -9,7 +9,8 @@ import numpy as np
 from partitioners.base import MultiSource
 from partitioners.capa import CAPA, ECAPA
 from partitioners.consistent_grouping import ConsistentGrouping
-from partitioners.dalton import Dalton, DaltonCooperative
+from partitioners.dalton import Dalton
+from partitioners.dalton_cooperative import DaltonCooperative
 from partitioners.dchoices import DChoices, WChoices
 from partitioners.key_grouping import KeyGrouping
 from partitioners.pkg import PKG
