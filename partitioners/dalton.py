@@ -295,6 +295,11 @@ class Dalton(LocalOnly):
                 new[: old.shape[0]] = old
             setattr(self, attr, new)
 
+    def __setstate__(self, state: dict) -> None:
+        """Unpickle; per-key arrays a state saved by an older version lacks start fresh."""
+        self.__dict__.update(state)
+        self._alloc(self.Q.shape[0])
+
     @property
     def max_split(self) -> int:
         """The current split cap."""

@@ -3,6 +3,8 @@ and Prompt plan on the loads the engine will run, not on their own hash's."""
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -73,3 +75,16 @@ def test_prompt_plan_counts_pinned_load() -> None:
         for p, c in q:
             rows[p] += c
     assert rows.tolist() == [6.0, 6.0], plan
+
+
+def test_a_dalton_state_saved_before_the_off_counter_still_routes() -> None:
+    """A plan's partitioner state pickled by the previous version (no per-key ``off``
+    counter) restores and routes: a controller restarted across the upgrade continues."""
+    from partitioners.dalton import Dalton
+
+    d = Dalton(2, interval=200)
+    d.route(np.zeros(300, dtype=np.int64))
+    del d.__dict__["off"]
+    old = pickle.loads(pickle.dumps(d))
+    assert old.off.shape == old.cnt.shape and not old.off.any()
+    assert old.route(np.arange(500, dtype=np.int64) % 7).size == 500
