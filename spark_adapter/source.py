@@ -43,6 +43,7 @@ TRIMMED = "_TRIMMED"  # hidden from Spark's file source, like _CLOSED
 SHIFT = "_SHIFT"  # backlog segments written so far: a tick's segment index is tick + shift
 HOLD = "_HOLD-"  # _HOLD-<stream>: hold the stream's rows back until the time inside (epoch s)
 HELD = "_HELD"  # journal of the holds delivered: one JSON line (stream, first tick, end tick)
+STREAMS = "_STREAMS"  # the streams the writer writes, kept when a trim removes every segment
 SEGMENT_ID_BITS = 32  # a segment holds fewer than 2^32 rows
 
 INPUT_SCHEMA_DDL = "event_id LONG, stream STRING, ts DOUBLE, key LONG, v DOUBLE, c DOUBLE"
@@ -93,6 +94,8 @@ class InputLog:
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, final)
+        if streams and not (self.root / STREAMS).exists():
+            atomic_write(self.root / STREAMS, json.dumps(list(streams)).encode())
         return final
 
     def segments(self) -> list[int]:
@@ -152,8 +155,9 @@ class InputLog:
     def streams(self) -> tuple[str, ...]:
         """The streams the log's writer writes (the newest segment's metadata or rows)."""
         segs = self.segments()
-        if not segs:
-            return ()
+        if not segs:  # every segment trimmed: what the writer recorded
+            f = self.root / STREAMS
+            return tuple(json.loads(f.read_text())) if f.exists() else ()
         meta = pq.read_schema(self.path(segs[-1])).metadata or {}
         if STREAMS_KEY in meta:
             return tuple(json.loads(meta[STREAMS_KEY]))
@@ -316,7 +320,8 @@ class _TickWriter:
 def silence_stream(root: Path, stream: str | None, seconds: float) -> dict[str, Any]:
     """``trimtab inject silence-stream``: hold a live input log's stream back for ``seconds``
     (its writer reads the hold before each segment). ``ValueError`` names what is wrong."""
-    if not root.is_dir() or not any(root.glob("seg-*.parquet")):
+    # a driver may have trimmed every segment it snapshotted: the log goes on (_TRIMMED)
+    if not root.is_dir() or InputLog(root).next_index() == 0:
         raise ValueError(f"--workdir: no input log in {root} (is a live writer running there?)")
     log = InputLog(root)
     if log.closed:

@@ -59,3 +59,23 @@ def test_a_trimmed_log_goes_on_after_its_last_segment(tmp_path: Path) -> None:
     assert log.next_index() == 3
     log.generate(sc, 1, scale=0.02, start=log.next_index())
     assert log.segments() == [3]
+
+
+def test_a_stream_can_be_silenced_after_the_driver_trimmed_every_segment(tmp_path: Path) -> None:
+    """A live driver trims the segments its snapshot covers; between two writes none may be
+    left. ``inject silence-stream`` then still finds the log and its streams (it exited 2,
+    "no input log", which failed a DPC cluster test on CI)."""
+    from spark_adapter.source import silence_stream
+
+    log = InputLog(tmp_path / "input")
+    row = {"event_id": [0], "stream": ["S"], "ts": [0.0], "key": [1], "v": [1.0], "c": [1.0]}
+    log.write(0, pd.DataFrame(row), covers={"S": 1.0, "T": 1.0}, streams=("S", "T"))
+    log.trim(1)
+    assert log.segments() == [] and log.streams() == ("S", "T")
+    held = silence_stream(log.root, "S", 5.0)
+    assert held["silenced"] == "S" and Path(held["hold"]).exists()
+    with pytest.raises(ValueError, match=r"'X' is not one of the log's streams \(S, T\)"):
+        silence_stream(log.root, "X", 5.0)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="no input log"):
+        silence_stream(tmp_path / "empty", "S", 5.0)
