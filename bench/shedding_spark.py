@@ -35,14 +35,45 @@ def _calibrated(cfg: Path, overlay: Path) -> None:
     cfg.write_text(json.dumps(body))
 
 
+TIMER = "lp, timer rounds"  # the baseline of control.on_batch: rounds on the timer alone
+
+
 def _runs() -> list[tuple[str, str]]:
-    """(label, method): none first (its run is calibrated), then uniform and LP alternating."""
+    """(label, method): none first (its run is calibrated), then uniform and LP alternating,
+    then LP with the daemon's rounds on its timer alone (every other run rounds on batches)."""
     runs = [("none", "none")]
     for r in range(REPEATS):
         pair = [("uniform", "uniform"), ("lp", "lp")]
         for m, method in pair if r % 2 == 0 else pair[::-1]:
             runs.append((f"{m} #{r + 1}", method))
-    return runs
+    return [*runs, (TIMER, "lp")]
+
+
+def plan_reach(run_dir: Path, work: Path) -> list[int]:
+    """For each plan the daemon applied that a batch ran: the batches from the newest one
+    committed when the plan was made to the first that ran it (1: the next batch)."""
+    import sqlite3
+    from contextlib import closing
+
+    from spark_adapter.batchstats import read_batch_stats
+
+    committed = {}
+    for f in (work / "metrics").glob("batch-*.json"):
+        st = read_batch_stats(f)
+        if not st.replay:
+            committed[st.batch_id] = float(st.info.get("committed_at", np.inf))
+    with closing(sqlite3.connect(work / "planlog.sqlite")) as db:
+        first: dict[int, int] = {}
+        for b, v in db.execute("SELECT batch_id, plan_version FROM pins ORDER BY batch_id"):
+            first.setdefault(int(v), int(b))
+    with closing(sqlite3.connect(run_dir / "decisions.sqlite")) as db:
+        made = db.execute("SELECT version, ts FROM plans WHERE applied = 1").fetchall()
+    reach = []
+    for v, ts in made:
+        seen = [b for b, t in committed.items() if t <= ts]
+        if int(v) in first and seen:
+            reach.append(first[int(v)] - max(seen))
+    return reach
 
 
 def overload_ramp() -> dict[str, dict[str, Any]]:
@@ -67,7 +98,7 @@ def overload_ramp() -> dict[str, dict[str, Any]]:
                 run_dir,
                 path,
                 work,
-                control={"interval_s": sc.tick_s, "window_samples": 3},
+                control={"interval_s": sc.tick_s, "window_samples": 3, "on_batch": label != TIMER},
                 placement={"method": sc.controller.placement.method},
                 shedding={"method": m, "headroom": sc.controller.shedding.headroom},
             )
@@ -90,6 +121,7 @@ def overload_ramp() -> dict[str, dict[str, Any]]:
             out[label]["durations"] = [b.duration_s for b in stats]
             out[label]["p99_after_startup"] = float(np.percentile(later, 99)) if later else None
             out[label]["kept"] = int(v["rows_in"]) - int(v["rows_dropped"])
+            out[label]["reach"] = plan_reach(run_dir, work)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
@@ -135,8 +167,10 @@ def _table(out: dict[str, dict[str, Any]], tick: float) -> str:
     rows = []
     for label, _ in _runs():
         r = out[label]
+        reach = np.array(r["reach"] or [np.nan])
         rows.append(
-            f"| {label} | {r['arrival_to_commit_p50_s']:.1f} | {r['arrival_to_commit_p99_s']:.1f} | "
+            f"| {label} | {np.median(reach):.1f} | {np.mean(reach):.2f} | "
+            f"{r['arrival_to_commit_p50_s']:.1f} | {r['arrival_to_commit_p99_s']:.1f} | "
             f"{r['arrival_to_commit_p99_s'] / tick:.1f} | {r['p99_after_startup']:.1f} | "
             f"{r['p99_after_startup'] / tick:.1f} | {r['backlog_max']} | {r['batches']} | "
             f"{r['kept']} | {r['kept'] / max(int(r['rows_in']), 1):.3f} | "
@@ -158,6 +192,14 @@ def against_targets(out: dict[str, dict[str, Any]], tick: float) -> str:
             f"{out['none']['backlog_max']}; LP kept {lp['kept'] / max(uni['kept'], 1):.3f}x "
             f"uniform's rows ({'met' if lp['kept'] >= uni['kept'] else 'not met'})"
         )
+    lp = [out[f"lp #{r}"]["arrival_to_commit_p99_s"] for r in range(1, REPEATS + 1)]
+    timer = out[TIMER]
+    lines.append(
+        f"rounds on batches against the timer alone: LP p99 {min(lp):.1f}-{max(lp):.1f} s "
+        f"against {timer['arrival_to_commit_p99_s']:.1f} s, max backlog "
+        f"{max(out[f'lp #{r}']['backlog_max'] for r in range(1, REPEATS + 1))} against "
+        f"{timer['backlog_max']} segments (one timer run)"
+    )
     return "\n".join(f"- {x}" for x in lines)
 
 
@@ -174,8 +216,9 @@ Command: `.venv/bin/python -m bench.bench_policies_spark shedding` ({environment
 `spark-overload-ramp` run live on {RAMP_MASTER}: a writer adds a {tick:.0f} s segment every
 {tick:.0f} s ({RAMP_SEGMENTS} segments, the input ramping from 0.6 to 4 executor-cores of work,
 holding, and falling back at replay scale 0.1), the driver runs a micro-batch every {tick:.0f} s,
-and the daemon in external mode (a round every {tick:.0f} s, correlation-twoway placement) sheds
-with the method named (target: with `lp`, end-to-end latency p99 at most 3 trigger intervals
+and the daemon in external mode (correlation-twoway placement; a round as soon as a batch's
+statistics land, `control.on_batch`, and at the latest every {tick:.0f} s) sheds with the method
+named (target: with `lp`, end-to-end latency p99 at most 3 trigger intervals
 and the backlog bounded, where `none`'s grows through the ramp; LP's weighted output at least
 uniform's). Latency: each segment's arrival in the input log to its batch's commit. The writer
 starts once the driver is ready, and the driver warms itself first (a dry batch of its query,
@@ -189,10 +232,14 @@ partition's capacity is what a batch leaves after the fixed costs nine batches i
 each runs {REPEATS} times, the order alternating. "After start-up": the segments
 committed from batch {STARTUP} on. With one input stream and one output, `uniform` and `lp`
 solve the same problem (one keep fraction, the largest that fits); their rows differ only by
-the rates each run measured.
+the rates each run measured. The last row is LP with the daemon's rounds on its {tick:.0f} s
+timer alone (`on_batch` off), the baseline of the others. Plan reach: for each plan the
+daemon applied that a batch ran, the batches from the newest one committed when the plan was
+made to the first batch that ran it (decision log, plan log and batch files; 1 is the next
+batch).
 
-| shedding | latency p50 (s) | latency p99 (s) | p99 / trigger | p99 after start-up (s) | / trigger | max backlog (segments) | batches | kept rows | kept fraction | output = reference |
-|---|---|---|---|---|---|---|---|---|---|---|
+| shedding | plan reach, median (batches) | mean | latency p50 (s) | latency p99 (s) | p99 / trigger | p99 after start-up (s) | / trigger | max backlog (segments) | batches | kept rows | kept fraction | output = reference |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|
 {table}
 
 Against the targets:

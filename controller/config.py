@@ -61,6 +61,12 @@ class ControlSettings(BaseModel):
     misfire_grace_s: float | None = Field(None, gt=0, description="default: one interval")
     window_samples: int = Field(10, ge=3, le=1000, description="load samples per window (k)")
     dry_run: bool = Field(False, description="compute and log plans, apply nothing")
+    on_batch: bool = Field(
+        False,
+        description="spark-external: also run a round as soon as a new micro-batch's statistics "
+        "land (the plan then reaches the next batch, not the one after it); interval_s stays "
+        "the longest wait",
+    )
     max_rounds: int | None = Field(
         None, ge=1, description="stop after this many rounds (tests, batch use)"
     )
@@ -153,6 +159,11 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _known_method(self) -> Settings:
+        if self.control.on_batch and self.substrate.kind != "spark-external":
+            raise ValueError(
+                f"control.on_batch: rounds on micro-batches need substrate.kind spark-external "
+                f"(got {self.substrate.kind!r})"
+            )
         m = self.placement.method
         if "method" in self.placement.model_fields_set and m not in PLACEMENTS:
             raise ValueError(

@@ -3,7 +3,11 @@
 ``Daemon.tick()`` is one control round and is callable directly (tests call it without a
 scheduler). ``Daemon.run()`` schedules it every ``control.interval_s`` with one instance at a
 time, missed runs coalesced and a misfire grace of about one interval; missed and skipped
-runs are counted. SIGTERM and SIGINT stop it after the current round (exit 0).
+runs are counted. SIGTERM and SIGINT stop it after the current round (exit 0). With
+``control.on_batch`` (spark-external) the daemon also watches the pipeline's batch files and
+brings the round forward when a new one lands, so a plan made from batch b reaches batch b + 1
+rather than whichever batch starts after the next timer round (b + 2 when batches fill most of
+their trigger interval); the timer then counts from that round.
 
 Several daemons may share one decision log: the one holding its lease is primary and runs the
 rounds, the others are warm standbys (``controller.leadership``). A daemon becoming primary
@@ -85,6 +89,7 @@ class Daemon:
         self.state_dir = Path(settings.state_dir)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.stop_event = threading.Event()
+        self._batch_seen = 0  # the newest batch file (mtime, ns) that brought a round forward
         self.missed = 0
         self.skipped = 0
         self.refused = 0  # writes refused because a newer epoch holds the lease
@@ -340,6 +345,7 @@ class Daemon:
         next_beat = time.monotonic() + beat
         try:
             while not self.stop_event.wait(min(0.2, beat)):
+                self._round_on_batch(sched)
                 if time.monotonic() >= next_beat:
                     self.heartbeat()
                     next_beat = time.monotonic() + beat
@@ -349,6 +355,17 @@ class Daemon:
                 signal.signal(s, h)
             self._stopped()
         return 0
+
+    def _round_on_batch(self, sched: Any) -> None:
+        """``control.on_batch``: run the round now when a batch file the substrate has not
+        read is newer than the last one that brought a round forward."""
+        unseen = getattr(self.substrate, "unseen_mtime", None)
+        if not self.settings.control.on_batch or unseen is None or not self.lead.primary:
+            return
+        newest = unseen()
+        if newest > self._batch_seen:
+            self._batch_seen = newest
+            sched.modify_job("control", next_run_time=datetime.now(UTC))
 
     def _scheduler(self) -> Any:
         """The interval job: one instance at a time, missed runs coalesced and counted."""

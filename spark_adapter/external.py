@@ -10,6 +10,8 @@ stays bounded. No pyspark import.
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +19,7 @@ import numpy as np
 from core.observation import Observation
 from core.plans import Plan
 from spark_adapter.actuator import PlanStore
-from spark_adapter.batchstats import BatchStats, observation_from_batches, read_batch_stats
+from spark_adapter.batchstats import observation_from_batches, read_batch_stats
 
 __all__ = ["ExternalSparkSubstrate"]
 
@@ -38,28 +40,51 @@ class ExternalSparkSubstrate:
         self.streams, self.n, self.tick_s = streams, partitions, tick_s
         self.inputs = inputs  # the input stream of each (path) stream
         self.last_rates: np.ndarray | None = None  # per stream, the newest sample
-        self.mtimes: dict[Path, float] = {}
+        self.mtimes: dict[Path, int] = {}
+        self._poll: tuple[int, int] | None = None  # (directory stamp, answer) of the last scan
+        self._lock = threading.Lock()
         self.version = self.plans.current_version() or 0
 
     def observe(self) -> Observation:
         """Batches written (or rewritten by a replay) since the previous call."""
-        fresh: list[BatchStats] = []
-        seen: dict[Path, float] = {}
-        for f in sorted((self.dir / "metrics").glob("batch-*.json")):
-            try:
-                m = f.stat().st_mtime_ns
-            except FileNotFoundError:  # retired by the pipeline meanwhile
-                continue
-            seen[f] = m
-            if self.mtimes.get(f) != m:
-                fresh.append(read_batch_stats(f))
-        self.mtimes = seen  # files the pipeline retired are forgotten
+        with self._lock:  # a daemon polls unseen_mtime from another thread
+            seen, read = self._stamps(), self.mtimes
+            self.mtimes, self._poll = seen, None  # files the pipeline retired are forgotten
+        fresh = [read_batch_stats(f) for f in sorted(seen) if read.get(f) != seen[f]]
         obs = observation_from_batches(
             fresh, self.n, self.streams, self.tick_s, self.version, self.inputs, self.last_rates
         )
         if obs.input_rates.shape[1]:
             self.last_rates = obs.input_rates[:, -1]
         return obs
+
+    def unseen_mtime(self) -> int:
+        """The newest modification time (ns) of a batch file ``observe`` has not read, 0 when
+        there is none: a daemon that runs a round on every batch polls it. A poll that finds the
+        directory's own stamp unchanged since its last scan answers without listing the files
+        (11 ms at 1,000 batch files, polled five times a second)."""
+        try:
+            stamp = (self.dir / "metrics").stat().st_mtime_ns
+        except FileNotFoundError:
+            return 0
+        with self._lock:
+            if self._poll is not None and self._poll[0] == stamp:
+                return self._poll[1]  # no file came or went since the last scan
+            seen = self.mtimes
+            newest = max((m for f, m in self._stamps().items() if seen.get(f) != m), default=0)
+            if time.time_ns() - stamp > 50_000_000:  # not a stamp another entry could share
+                self._poll = (stamp, newest)
+            return newest
+
+    def _stamps(self) -> dict[Path, int]:
+        """Each batch file present and its modification time (ns)."""
+        out: dict[Path, int] = {}
+        for f in (self.dir / "metrics").glob("batch-*.json"):
+            try:
+                out[f] = f.stat().st_mtime_ns
+            except FileNotFoundError:  # retired by the pipeline meanwhile
+                continue
+        return out
 
     def apply(self, plan: Plan) -> Plan:
         """Publish the plan (after any newer plan, with the user's operator parameters); the

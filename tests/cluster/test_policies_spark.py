@@ -32,7 +32,7 @@ def test_the_daemon_places_and_sheds_a_live_overloaded_pipeline(tmp_path: Path) 
         tmp_path,
         sc_path,
         work,
-        control={"interval_s": 3.0, "window_samples": 3},
+        control={"interval_s": 3.0, "window_samples": 3, "on_batch": True},
         placement={"method": "correlation-twoway"},
         shedding={"method": "lp", "headroom": 0.9},
     )

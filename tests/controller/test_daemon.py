@@ -653,3 +653,78 @@ def test_a_long_running_daemon_keeps_a_bounded_history(tmp_path: Path) -> None:
     assert d.loop.plan.version > len(kept) >= 1  # plans were published, and trimmed
     assert min(kept) >= oldest
     assert log.last_plan() is not None and log.last_plan().version == d.loop.plan.version
+
+
+def _batch(b: int, key_groups: int):  # type: ignore[no-untyped-def]
+    import pandas as pd
+
+    from spark_adapter.batchstats import BatchStats
+
+    return BatchStats(
+        b,
+        0,
+        False,
+        1.0,
+        np.array([300, 100]),
+        np.array([0.6, 0.2]),
+        np.full(key_groups, 100),
+        pd.DataFrame({"key": [1], "side": [0], "rows": [400]}),
+        {"events": 400},
+        10,
+        0,
+        0,
+        5,
+        (b * 400, b * 400 + 399),
+        float(b),
+    )
+
+
+@pytest.mark.parametrize("on_batch", [True, False])
+def test_on_batch_rounds_follow_the_pipelines_batches(tmp_path: Path, on_batch: bool) -> None:
+    """``control.on_batch``: a round runs within a poll of a new batch file, though the
+    timer's interval (60 s) has not come round; without it the batches wait for the timer."""
+    import threading
+
+    from spark_adapter.batchstats import write_batch_stats
+    from spark_adapter.query import compile_query
+
+    sc = SCENARIOS / "zipf-hotkey-shift.yaml"
+    q = compile_query(__import__("core.scenario", fromlist=["load_scenario"]).load_scenario(sc))
+    work = tmp_path / "pipe"
+    (work / "metrics").mkdir(parents=True)
+    s = settings(
+        tmp_path,
+        control={"interval_s": 60, "on_batch": on_batch},
+        substrate={"kind": "spark-external", "scenario": str(sc), "workdir": str(work)},
+        placement={"method": "least-loaded"},
+        shedding={"method": "none"},
+    )
+    d = Daemon(s)
+    seen: list[int] = []
+
+    def write() -> None:  # the pipeline's side: a batch file every half second
+        try:
+            for b in range(3):
+                time.sleep(0.5)
+                write_batch_stats(_batch(b, q.key_groups), work / "metrics")
+                deadline = time.monotonic() + 3.0
+                while d.loop.round < b + 2 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                seen.append(d.loop.round)
+        finally:
+            d.stop_event.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert d.run() == 0  # signal handlers: the daemon runs in the main thread
+    writer.join(30)
+    if on_batch:  # the timer's first round at start, then one per batch
+        assert seen == [2, 3, 4], seen
+        assert d.substrate.unseen_mtime() == 0  # every batch file was read by a round
+    else:
+        assert seen == [1, 1, 1], seen
+
+
+def test_on_batch_needs_a_pipeline(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="control.on_batch"):
+        settings(tmp_path, control={"on_batch": True})

@@ -77,3 +77,35 @@ def test_the_external_controller_forgets_retired_batch_files(tmp_path: Path) -> 
     assert len(list(metrics.iterdir())) == 3 and len(ext.mtimes) == 3
     write_batch_stats(_stats(11), metrics)  # a replay rewrites the newest batch's file
     assert [st.batch_id for st in ext.observe().batches] == [11]
+
+
+def test_the_batch_poll_sees_each_new_file_and_lists_the_directory_only_when_it_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``unseen_mtime`` (a daemon with ``control.on_batch`` calls it five times a second) names
+    a new or rewritten batch file until ``observe`` reads it, and while the directory's own
+    stamp holds it answers from its last scan instead of listing 1,000 files again."""
+    import time
+
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    _publish(PlanStore(tmp_path / "plans"), 0)
+    ext = ExternalSparkSubstrate(tmp_path, ["s"], 2)
+    scans = []
+    stamps = ext._stamps
+    monkeypatch.setattr(ext, "_stamps", lambda: scans.append(1) or stamps())
+    assert ext.unseen_mtime() == 0
+    path = write_batch_stats(_stats(0), metrics)
+    time.sleep(0.1)  # past the 50 ms a directory stamp is not trusted for
+    assert ext.unseen_mtime() == path.stat().st_mtime_ns
+    before = len(scans)
+    assert ext.unseen_mtime() == path.stat().st_mtime_ns  # unchanged: no listing
+    assert len(scans) == before
+    ext.observe()
+    assert ext.unseen_mtime() == 0  # read: nothing unseen, though the directory is as it was
+    path = write_batch_stats(_stats(0), metrics)  # a replay rewrites it
+    time.sleep(0.1)
+    assert ext.unseen_mtime() == path.stat().st_mtime_ns
+    ext.observe()
+    retire_batch_stats(metrics, 1, 1)  # the pipeline retires the file (batch 1 is newest)
+    assert ext.unseen_mtime() == 0
