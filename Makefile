@@ -27,7 +27,7 @@ lint: setup
 	$(BIN)/lint-imports
 
 test: setup lint
-	$(BIN)/python -m pytest -q -m "" tests core placement partitioners shedding ha scaling controller simulator spark_adapter
+	$(BIN)/python -m pytest -q -m "" --durations=25 tests core placement partitioners shedding ha scaling controller simulator spark_adapter
 
 bench: setup  # every benchmark; about two hours on 2 cores (the Spark ones dominate)
 	$(BIN)/python -m bench.bench_simulator
