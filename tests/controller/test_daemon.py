@@ -11,6 +11,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -20,6 +21,9 @@ from controller.config import ConfigError, load_settings
 from controller.daemon import Daemon
 from controller.decisionlog import DecisionLog
 from tests.conftest import ROOT, SCENARIOS
+
+if TYPE_CHECKING:
+    from spark_adapter.batchstats import BatchStats
 
 EXE = str(Path(sys.executable).parent / "trimtab")
 
@@ -384,17 +388,49 @@ def test_validate_checks_configs_scenarios_and_plans(tmp_path: Path) -> None:
     assert "assignment" in r.stderr
 
 
-def test_daemon_steers_a_spark_pipeline_through_its_files(tmp_path: Path) -> None:
-    """External mode: batch metrics files in, plans out to the pipeline's plan store."""
-    import pandas as pd
-
-    from spark_adapter.batchstats import BatchStats, write_batch_stats
+def _external_pipe(tmp_path: Path) -> tuple[Path, int, Path]:
+    """A pipeline's working directory for a daemon in external mode: (scenario, key groups of
+    its keyed stage, workdir with an empty metrics directory)."""
+    from core.scenario import load_scenario
     from spark_adapter.query import compile_query
 
     sc = SCENARIOS / "zipf-hotkey-shift.yaml"
-    q = compile_query(__import__("core.scenario", fromlist=["load_scenario"]).load_scenario(sc))
     work = tmp_path / "pipe"
     (work / "metrics").mkdir(parents=True)
+    return sc, compile_query(load_scenario(sc)).key_groups, work
+
+
+def _batch(b: int, kg_rows: np.ndarray, key_rows: dict[int, int]) -> BatchStats:
+    """Batch ``b``'s statistics file as a 2-partition pipeline writes it: 400 rows of stream
+    ``events``, ``key_rows`` counted per key (side 0)."""
+    import pandas as pd
+
+    from spark_adapter.batchstats import BatchStats
+
+    return BatchStats(
+        b,
+        0,
+        False,
+        1.0,
+        np.array([300, 100]),
+        np.array([0.6, 0.2]),
+        kg_rows,
+        pd.DataFrame({"key": list(key_rows), "side": 0, "rows": list(key_rows.values())}),
+        {"events": 400},
+        10,
+        0,
+        0,
+        5,
+        (b * 400, b * 400 + 399),
+        float(b),
+    )
+
+
+def test_daemon_steers_a_spark_pipeline_through_its_files(tmp_path: Path) -> None:
+    """External mode: batch metrics files in, plans out to the pipeline's plan store."""
+    from spark_adapter.batchstats import write_batch_stats
+
+    sc, groups, work = _external_pipe(tmp_path)
     s = settings(
         tmp_path,
         substrate={
@@ -410,25 +446,8 @@ def test_daemon_steers_a_spark_pipeline_through_its_files(tmp_path: Path) -> Non
     assert (work / "plans" / "current").exists()  # the initial plan is published for the pipeline
     rng = np.random.default_rng(0)
     for b in range(6):
-        kg = rng.integers(100, 200, q.key_groups)
-        st = BatchStats(
-            b,
-            0,
-            False,
-            1.0,
-            np.array([300, 100]),
-            np.array([0.6, 0.2]),
-            kg,
-            pd.DataFrame({"key": [1, 2, 3], "side": [0, 0, 0], "rows": [250, 30, 20]}),
-            {"events": 400},
-            10,
-            0,
-            0,
-            5,
-            (b * 400, b * 400 + 399),
-            float(b),
-            info={"partials_merged": 3},  # partials of split keys the driver merged
-        )
+        st = _batch(b, rng.integers(100, 200, groups), {1: 250, 2: 30, 3: 20})
+        st.info["partials_merged"] = 3  # partials of split keys the driver merged
         write_batch_stats(st, work / "metrics")
         d.tick()
     rows = DecisionLog(tmp_path / "decisions.sqlite").last(10)
@@ -655,30 +674,6 @@ def test_a_long_running_daemon_keeps_a_bounded_history(tmp_path: Path) -> None:
     assert log.last_plan() is not None and log.last_plan().version == d.loop.plan.version
 
 
-def _batch(b: int, key_groups: int):  # type: ignore[no-untyped-def]
-    import pandas as pd
-
-    from spark_adapter.batchstats import BatchStats
-
-    return BatchStats(
-        b,
-        0,
-        False,
-        1.0,
-        np.array([300, 100]),
-        np.array([0.6, 0.2]),
-        np.full(key_groups, 100),
-        pd.DataFrame({"key": [1], "side": [0], "rows": [400]}),
-        {"events": 400},
-        10,
-        0,
-        0,
-        5,
-        (b * 400, b * 400 + 399),
-        float(b),
-    )
-
-
 @pytest.mark.parametrize("on_batch", [True, False])
 def test_on_batch_rounds_follow_the_pipelines_batches(tmp_path: Path, on_batch: bool) -> None:
     """``control.on_batch``: a round runs within a poll of a new batch file, though the
@@ -686,12 +681,8 @@ def test_on_batch_rounds_follow_the_pipelines_batches(tmp_path: Path, on_batch: 
     import threading
 
     from spark_adapter.batchstats import write_batch_stats
-    from spark_adapter.query import compile_query
 
-    sc = SCENARIOS / "zipf-hotkey-shift.yaml"
-    q = compile_query(__import__("core.scenario", fromlist=["load_scenario"]).load_scenario(sc))
-    work = tmp_path / "pipe"
-    (work / "metrics").mkdir(parents=True)
+    sc, groups, work = _external_pipe(tmp_path)
     s = settings(
         tmp_path,
         control={"interval_s": 60, "on_batch": on_batch},
@@ -706,7 +697,7 @@ def test_on_batch_rounds_follow_the_pipelines_batches(tmp_path: Path, on_batch: 
         try:
             for b in range(3):
                 time.sleep(0.5)
-                write_batch_stats(_batch(b, q.key_groups), work / "metrics")
+                write_batch_stats(_batch(b, np.full(groups, 100), {1: 400}), work / "metrics")
                 deadline = time.monotonic() + 3.0
                 while d.loop.round < b + 2 and time.monotonic() < deadline:
                     time.sleep(0.05)
