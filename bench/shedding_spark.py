@@ -55,6 +55,7 @@ def plan_reach(run_dir: Path, work: Path) -> list[int]:
     import sqlite3
     from contextlib import closing
 
+    from spark_adapter.actuator import PlanLog
     from spark_adapter.batchstats import read_batch_stats
 
     committed = {}
@@ -62,10 +63,11 @@ def plan_reach(run_dir: Path, work: Path) -> list[int]:
         st = read_batch_stats(f)
         if not st.replay:
             committed[st.batch_id] = float(st.info.get("committed_at", np.inf))
-    with closing(sqlite3.connect(work / "planlog.sqlite")) as db:
-        first: dict[int, int] = {}
-        for b, v in db.execute("SELECT batch_id, plan_version FROM pins ORDER BY batch_id"):
-            first.setdefault(int(v), int(b))
+    pins = PlanLog(work / "planlog.sqlite", read_only=True)
+    first: dict[int, int] = {}
+    for b, v in pins.pins():  # in batch order: the first batch that ran each version
+        first.setdefault(v, b)
+    pins.close()
     with closing(sqlite3.connect(run_dir / "decisions.sqlite")) as db:
         made = db.execute("SELECT version, ts FROM plans WHERE applied = 1").fetchall()
     reach = []

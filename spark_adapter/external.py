@@ -70,8 +70,8 @@ class ExternalSparkSubstrate:
         with self._lock:
             if self._poll is not None and self._poll[0] == stamp:
                 return self._poll[1]  # no file came or went since the last scan
-            seen = self.mtimes
-            newest = max((m for f, m in self._stamps().items() if seen.get(f) != m), default=0)
+            stamps = self._stamps().items()
+            newest = max((m for f, m in stamps if self.mtimes.get(f) != m), default=0)
             if time.time_ns() - stamp > 50_000_000:  # not a stamp another entry could share
                 self._poll = (stamp, newest)
             return newest
