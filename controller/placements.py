@@ -176,6 +176,7 @@ class Correlation(_Base):
         self.target: IntArray | None = None  # a re-run global step's plan, reached step by step
         self.since_global = 1 << 30  # rounds since a global step's plan was reached
         self.target_why = ""
+        self.target_numbers: dict[str, Any] = {}  # why it was chosen, logged with its first step
 
     def skip_global_step(self) -> None:
         """Another method made the initial placement: pair-wise rounds from the start."""
@@ -264,16 +265,19 @@ class Correlation(_Base):
             "candidates": {k: {"gain_cpu_s": g, "pause_cpu_s": c} for k, (g, c) in scored.items()},
         }
         if gain <= cost:
+            # not worth it now (the window may show a drift only in part): the trigger keeps
+            # the global step's baseline and tries again after twice as many worse rounds
+            self.trigger.held()
+            details["retry_after_rounds"] = self.trigger.needed
             reason = (
                 f"stale placement ({why}), but no re-placement is worth its pauses: the best, "
                 f"{best}, removes {gain:.3g} CPU-s of overload over {self.p.gain_horizon_s:g} s "
-                f"for {cost:.3g} CPU-s of pauses"
+                f"for {cost:.3g} CPU-s of pauses; the trigger tries again after "
+                f"{self.trigger.needed} worse rounds"
             )
-            # not worth it now: this placement is the new baseline, so the trigger waits for
-            # the loads to drift further instead of re-running the same search every round
-            self.trigger.rebase(self._summary(ctx, unit_x, assign))
             return RebalanceResult(assign.copy(), reason, details, judged_by="migration cost")
         self.target = candidates[best]
+        self.target_numbers = {"candidates": details["candidates"], "chosen": best}
         self.target_why = (
             f"stale placement ({why}): {best}, removing {gain:.3g} CPU-s of overload for "
             f"{cost:.3g} CPU-s of pauses"
@@ -291,6 +295,8 @@ class Correlation(_Base):
         left = int(todo.size - step.size)
         reason = f"{self.target_why}: {step.size} of {todo.size} unit(s) moved toward it"
         details = {"phase": "global", "remaining": left, "moved_now": int(step.size)}
+        details.update(self.target_numbers)
+        self.target_numbers = {}
         if left == 0:
             self.target = None
             self.since_global = 0

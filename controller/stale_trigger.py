@@ -10,6 +10,13 @@ distance from perfect correlation, ``1 - corr``, exceeds ``factor`` x that (floo
 Before any global step (another method made the initial placement) only the overload counts,
 against a baseline of none. Off (``enabled`` False), the single Borealis global step is all
 there is.
+
+When a firing leads to no
+re-placement (none was worth its pauses: ``held``), the baseline
+stays what the last global step achieved, and the next firing of the same episode needs twice
+as many worse rounds (2x, 4x, ... at most ``max_backoff`` x ``rounds``); a round that is not
+worse ends the episode. A trigger that took the drifted state as its new baseline instead
+never fired again when the drift, seen half-way through the window, only doubled later.
 """
 
 from __future__ import annotations
@@ -32,6 +39,14 @@ class StaleTrigger:
     >>> t.observe({"node_variance_mean": 0.011, "node_correlation_mean": 0.6}) is None
     True
 
+    A firing that was held (no re-placement paid) backs off: the next needs 4 worse rounds, and
+    the baseline is still the global step's:
+
+    >>> _ = [t.observe({"node_variance_mean": 0.05, "node_correlation_mean": 0.5}) for _ in "ab"]
+    >>> t.held()
+    >>> [t.observe({"node_variance_mean": 0.08, "node_correlation_mean": 0.5}) for _ in "abcd"]
+    [None, None, None, 'node-load variance 0.08 > 2 x 0.01 for 4 rounds']
+
     Without a global step, a placement that overloads its nodes is stale:
 
     >>> u = StaleTrigger(factor=2.0, rounds=1)
@@ -46,17 +61,29 @@ class StaleTrigger:
     corr_floor: float = 0.05
     overload_floor: float = 0.01
     enabled: bool = True
+    max_backoff: int = 8
     base_var: float | None = None
     base_corr: float | None = None
     base_overload: float = 0.0
     worse: int = 0
+    holds: int = 0  # firings of this episode that led to no re-placement
+
+    @property
+    def needed(self) -> int:
+        """Consecutive worse rounds the next firing needs."""
+        return self.rounds * min(2**self.holds, self.max_backoff)
+
+    def held(self) -> None:
+        """The last firing led to no re-placement: keep the baseline, back off."""
+        self.holds += 1
+        self.worse = 0
 
     def rebase(self, summary: dict[str, float]) -> None:
         """Remember what a global step achieved (``loadstats.node_summary`` of its plan)."""
         self.base_var = summary["node_variance_mean"]
         self.base_corr = summary["node_correlation_mean"]
         self.base_overload = summary.get("overload", 0.0)
-        self.worse = 0
+        self.worse = self.holds = 0
 
     def observe(self, summary: dict[str, float]) -> str | None:
         """One control round's node summary; the reason when the trigger fires, else None."""
@@ -83,10 +110,11 @@ class StaleTrigger:
                 f"max({self.base_overload:.3g}, {self.overload_floor:g})"
             )
         else:
-            self.worse = 0
+            self.worse = self.holds = 0
             return None
         self.worse += 1
-        if self.worse < self.rounds:
+        needed = self.needed
+        if self.worse < needed:
             return None
         self.worse = 0
-        return f"{why} for {self.rounds} rounds"
+        return f"{why} for {needed} rounds"

@@ -144,6 +144,34 @@ def test_a_phase_flip_is_repaired_in_the_loop() -> None:
     assert any(d.reason.startswith("warm-up: ") for d in on.decisions if d.time_s < 20)
 
 
+def _flip_every(interval_s: float, **params: float) -> ReplayResult:
+    """diurnal-phase-flip, two-way, with a control round every ``interval_s``."""
+    sc = load_scenario(SCENARIOS / "diurnal-phase-flip.yaml").with_controller(interval_s=interval_s)
+    p = sc.controller.placement
+    sc = sc.with_controller(placement=p.model_copy(update={"params": {**p.params, **params}}))
+    return replay_sim(sc, placement="correlation-twoway", seed=sc.seed)
+
+
+def test_a_held_firing_keeps_the_baseline_and_fires_again() -> None:
+    """Rounds every 5 s: the trigger first fires at 610 s, when its window shows the flip only
+    half-way, and no re-placement removes overload on that window (held). It keeps the global
+    step's baseline and backs off, so it fires again once the window shows the whole flip, and
+    the run recovers. Taking the half-drifted state as the baseline (the earlier rule) never
+    fired again: the variance then grew less than 2x more, and latency after the flip stayed
+    as with the trigger off."""
+    r, off = _flip_every(5), _flip_every(5, stale_trigger=0.0)
+    stale = [d for d in r.decisions if d.reason.startswith("stale placement")]
+    held = [d for d in stale if not d.applied]
+    assert held and held[0].time_s < 620, [d.reason for d in stale]
+    again = [d for d in stale if d.applied and d.time_s > held[0].time_s]
+    assert again and "for 4 rounds" in again[0].reason, [d.reason for d in stale]
+    assert held[0].details["retry_after_rounds"] == 4
+    assert again[0].details["chosen"] == "global step again"
+    assert again[0].details["candidates"]["global step again"]["gain_cpu_s"] > 0
+    a = r.summary["adaptation"][0]
+    assert a["adaptation_rounds"] is not None and a["latency_after_s"] < 0.5 * _after(off)
+
+
 def test_a_random_start_is_repaired_by_the_overload_criterion() -> None:
     """Without a global step there is no baseline, but a placement that overloads its nodes is
     stale: the trigger re-places it, and the run is far faster than pair-wise rounds alone."""
