@@ -18,6 +18,7 @@ from controller.policy import Array, Context, IntArray, PlacementMethod, Rebalan
 from controller.stale_trigger import StaleTrigger
 from core import loadstats
 from placement import baselines, correlation, correlation_global, migration_cost
+from placement.overload_descent import reduce_overload
 from placement.rod import rod
 from placement.rod_search import improve_feasible_set
 from placement.variance_descent import reduce_variance
@@ -201,6 +202,7 @@ class Correlation(_Base):
             )
             return RebalanceResult(assign.copy(), reason, {"phase": "warm-up"})
         elif self.global_done and self.target is None and alive.all():
+            self.trigger.absolute_overload = ctx.settings.placement.migration_aware
             why = self.trigger.observe(self._summary(ctx, unit_x, assign))
             if why is not None:
                 held = self._stale(ctx, unit_x, assign, why)
@@ -244,12 +246,16 @@ class Correlation(_Base):
         if not ctx.settings.placement.migration_aware:
             self.target, self.target_why = again, f"stale placement ({why}): global step again"
             return None
-        descent = assign.copy()
+        descent, relief = assign.copy(), again.copy()
         steps = int(max(self.p.refine_steps, 1))
         reduce_variance(unit_x, descent, cap, self.p.pair_threshold, self.p.load_threshold, steps)
+        reduce_overload(
+            unit_x, relief, cap, self.p.overload_threshold, self.p.load_threshold, steps
+        )
         candidates = {
             "global step again": again,
             "variance descent from the current placement": descent,
+            "global step again, then overload descent": relief,
         }
         pause = ctx.unit_pause_s()
         scored = {}

@@ -1,22 +1,29 @@
 """The stale-placement trigger: re-place when the placement has gone stale.
 
 trimtab's extension, not Borealis (whose global step runs once, after the warm-up). After a
-global step the trigger remembers what it achieved on its window: the mean node-load variance,
-the mean pairwise node-load correlation and the overload (load above 0.9 of capacity,
-``placement.migration_cost.overload``). It fires when, over ``rounds`` consecutive control
+global step the trigger remembers what it achieved on its window: the mean node-load variance
+and the mean pairwise node-load correlation. It fires when, over ``rounds`` consecutive control
 rounds, the current window's variance exceeds ``factor`` x that (floored at ``var_floor``), its
 distance from perfect correlation, ``1 - corr``, exceeds ``factor`` x that (floored at
-``corr_floor``), or its overload exceeds ``factor`` x that (floored at ``overload_floor``).
-Before any global step (another method made the initial placement) only the overload counts,
-against a baseline of none. Off (``enabled`` False), the single Borealis global step is all
-there is.
+``corr_floor``), or its overload (load above 0.9 of capacity,
+``placement.migration_cost.overload``) exceeds ``factor`` x ``overload_floor``. Before any
+global step (another method made the initial placement) only the overload counts. Off
+(``enabled`` False), the single Borealis global step is all there is.
 
-When a firing leads to no
-re-placement (none was worth its pauses: ``held``), the baseline
-stays what the last global step achieved, and the next firing of the same episode needs twice
-as many worse rounds (2x, 4x, ... at most ``max_backoff`` x ``rounds``); a round that is not
-worse ends the episode. A trigger that took the drifted state as its new baseline instead
-never fired again when the drift, seen half-way through the window, only doubled later.
+The overload limit is absolute (``absolute_overload``, set when moves are migration-aware):
+overload is what queues, and a global step that left some, as one made on a window that shows
+a drift only in part does, is no level to accept. A firing costs only a search: when it leads
+to no re-placement (none worth its pauses: ``held``), the baseline stays what the last global
+step achieved, and the next firing of the same episode needs twice as many worse rounds (2x,
+4x, ... at most ``max_backoff`` x ``rounds``); a round that is not worse ends the episode.
+Without migration-aware moves every firing re-places, so the overload limit is relative, as
+the others are: ``factor`` x the overload the last global step left (floored).
+
+Two rules this replaced, both measured on ``diurnal-phase-flip``: a held firing that took the
+drifted state as its new baseline never fired again when the drift, seen half-way through
+the window, only doubled later (5 s rounds: never recovered); and an overload limit relative
+to a global step made on a half-drifted window let that step's leftover overload stand (1 s
+rounds: never recovered).
 """
 
 from __future__ import annotations
@@ -52,7 +59,17 @@ class StaleTrigger:
     >>> u = StaleTrigger(factor=2.0, rounds=1)
     >>> u.observe({"node_variance_mean": 9.0, "node_correlation_mean": -1.0, "overload": 0.01})
     >>> u.observe({"node_variance_mean": 0.0, "node_correlation_mean": 1.0, "overload": 0.3})
-    'overload 0.3 cores > 2 x max(0, 0.01) for 1 rounds'
+    'overload 0.3 cores > 2 x 0.01 for 1 rounds'
+
+    Overload a global step left is no level to accept (migration-aware); without migration-aware
+    moves it is the baseline:
+
+    >>> v = StaleTrigger(factor=2.0, rounds=1)
+    >>> v.rebase({"node_variance_mean": 0.01, "node_correlation_mean": 0.5, "overload": 0.05})
+    >>> v.observe({"node_variance_mean": 0.01, "node_correlation_mean": 0.5, "overload": 0.05})
+    'overload 0.05 cores > 2 x 0.01 for 1 rounds'
+    >>> v.absolute_overload = False
+    >>> v.observe({"node_variance_mean": 0.01, "node_correlation_mean": 0.5, "overload": 0.05})
     """
 
     factor: float = 2.0
@@ -62,6 +79,7 @@ class StaleTrigger:
     overload_floor: float = 0.01
     enabled: bool = True
     max_backoff: int = 8
+    absolute_overload: bool = True
     base_var: float | None = None
     base_corr: float | None = None
     base_overload: float = 0.0
@@ -90,7 +108,9 @@ class StaleTrigger:
         if not self.enabled:
             return None
         over = summary.get("overload", 0.0)
-        over_limit = self.factor * max(self.base_overload, self.overload_floor)
+        floor = self.overload_floor
+        base = floor if self.absolute_overload else max(self.base_overload, floor)
+        over_limit = self.factor * base
         if self.base_var is not None and self.base_corr is not None:
             var, corr = summary["node_variance_mean"], summary["node_correlation_mean"]
             var_limit = self.factor * max(self.base_var, self.var_floor)
@@ -105,10 +125,12 @@ class StaleTrigger:
                 f"{1.0 - (self.base_corr or 0.0):.3g}"
             )
         elif over > over_limit:
-            why = (
-                f"overload {over:.3g} cores > {self.factor:g} x "
-                f"max({self.base_overload:.3g}, {self.overload_floor:g})"
+            base_s = (
+                f"{floor:g}"
+                if self.absolute_overload
+                else f"max({self.base_overload:.3g}, {floor:g})"
             )
+            why = f"overload {over:.3g} cores > {self.factor:g} x {base_s}"
         else:
             self.worse = self.holds = 0
             return None

@@ -152,24 +152,51 @@ def _flip_every(interval_s: float, **params: float) -> ReplayResult:
     return replay_sim(sc, placement="correlation-twoway", seed=sc.seed)
 
 
-def test_a_held_firing_keeps_the_baseline_and_fires_again() -> None:
-    """Rounds every 5 s: the trigger first fires at 610 s, when its window shows the flip only
-    half-way, and no re-placement removes overload on that window (held). It keeps the global
-    step's baseline and backs off, so it fires again once the window shows the whole flip, and
-    the run recovers. Taking the half-drifted state as the baseline (the earlier rule) never
-    fired again: the variance then grew less than 2x more, and latency after the flip stayed
-    as with the trigger off."""
-    r, off = _flip_every(5), _flip_every(5, stale_trigger=0.0)
+def test_an_overload_descent_repairs_what_no_balanced_plan_can() -> None:
+    """Rounds every 20 s: the trigger fires at 640 s on a window in which the bursty stream is
+    off, and there every plan with balanced node means overloads a node, the global step's
+    too. Its plan refined by the overload descent does not, and the run recovers (without the
+    refinement it never did: latency after 0.35 s)."""
+    r, off = _flip_every(20), _flip_every(20, stale_trigger=0.0)
     stale = [d for d in r.decisions if d.reason.startswith("stale placement")]
-    held = [d for d in stale if not d.applied]
-    assert held and held[0].time_s < 620, [d.reason for d in stale]
-    again = [d for d in stale if d.applied and d.time_s > held[0].time_s]
-    assert again and "for 4 rounds" in again[0].reason, [d.reason for d in stale]
-    assert held[0].details["retry_after_rounds"] == 4
-    assert again[0].details["chosen"] == "global step again"
-    assert again[0].details["candidates"]["global step again"]["gain_cpu_s"] > 0
+    assert stale and stale[0].applied, [d.reason for d in stale]
+    first = stale[0].details
+    assert first["chosen"] == "global step again, then overload descent"
+    cands = first["candidates"]
+    assert (
+        cands["global step again"]["gain_cpu_s"]
+        < 0.5 * cands["global step again, then overload descent"]["gain_cpu_s"]
+    )
     a = r.summary["adaptation"][0]
     assert a["adaptation_rounds"] is not None and a["latency_after_s"] < 0.5 * _after(off)
+
+
+def test_a_held_firing_keeps_the_baseline_and_backs_off() -> None:
+    """Rounds every 2 s: after a first re-placement the trigger fires again while overload
+    lingers, but no re-placement pays on that window (held); it keeps the baseline and the
+    next firing needs 4, then 8 worse rounds, and the one that comes re-places (taking the
+    drifted state as the new baseline never fired again at 5 s rounds)."""
+    r = _flip_every(2)
+    stale = [d for d in r.decisions if d.reason.startswith("stale placement")]
+    held = [d for d in stale if not d.applied]
+    assert [d.details["retry_after_rounds"] for d in held[:2]] == [4, 8], [d.reason for d in stale]
+    later = [d for d in stale if d.applied and d.time_s > held[1].time_s]
+    assert later and "for 8 rounds" in later[0].reason, [d.reason for d in stale]
+    assert r.summary["adaptation"][0]["adaptation_rounds"] is not None
+
+
+def test_overload_a_global_step_left_is_not_accepted() -> None:
+    """Rounds every second: the trigger fires at 605 s on the first in-phase peak, while the
+    window shows the flip only in part, and that re-placement leaves overload once the whole
+    flip is in the window. The overload limit is absolute, so the trigger fires again and the
+    run recovers, with latency after the flip below the 10 s rounds' (an overload limit
+    relative to what that re-placement left never fired again: latency after 0.11 s)."""
+    r = _flip_every(1)
+    applied = [d for d in r.decisions if d.applied and d.reason.startswith("stale placement")]
+    assert len(applied) >= 2 and applied[0].time_s < 610, [d.reason for d in applied]
+    a = r.summary["adaptation"][0]
+    assert a["adaptation_rounds"] is not None
+    assert a["latency_after_s"] < _after(_flip_every(10))
 
 
 def test_a_random_start_is_repaired_by_the_overload_criterion() -> None:
