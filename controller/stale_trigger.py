@@ -61,6 +61,13 @@ class StaleTrigger:
     >>> u.observe({"node_variance_mean": 0.0, "node_correlation_mean": 1.0, "overload": 0.3})
     'overload 0.3 cores > 2 x 0.01 for 1 rounds'
 
+    The limits are floored; a reason names the level it was judged against:
+
+    >>> w = StaleTrigger(factor=2.0, rounds=1)
+    >>> w.rebase({"node_variance_mean": 1e-6, "node_correlation_mean": 0.5})
+    >>> w.observe({"node_variance_mean": 3e-4, "node_correlation_mean": 0.5})
+    'node-load variance 0.0003 > 2 x 0.0001 for 1 rounds'
+
     Overload a global step left is no level to accept (migration-aware); without migration-aware
     moves it is the baseline:
 
@@ -118,11 +125,11 @@ class StaleTrigger:
         else:  # no global step yet: only overload counts
             var, corr, var_limit, gap_limit = 0.0, 1.0, 1.0, 1.0
         if var > var_limit:
-            why = f"node-load variance {var:.3g} > {self.factor:g} x {self.base_var:.3g}"
+            why = f"node-load variance {var:.3g} > {self.factor:g} x {var_limit / self.factor:.3g}"
         elif 1.0 - corr > gap_limit:
             why = (
                 f"node-load correlation {corr:.3g}: 1 - corr > {self.factor:g} x "
-                f"{1.0 - (self.base_corr or 0.0):.3g}"
+                f"{gap_limit / self.factor:.3g}"
             )
         elif over > over_limit:
             base_s = (
