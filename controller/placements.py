@@ -238,9 +238,11 @@ class Correlation(_Base):
     def _stale(
         self, ctx: Context, unit_x: Array, assign: IntArray, why: str
     ) -> RebalanceResult | None:
-        """The trigger fired: aim at a new plan, the global step's or the variance descent's
-        from the current placement. Migration-aware, the one that removes the most overload
-        net of its pauses, and none (a hold) when neither pays for its pauses."""
+        """The trigger fired: aim at a new plan, the global step's, the global step's refined
+        by the overload descent (for a window on which every plan with balanced node means
+        overloads a node), or the variance descent's from the current placement.
+        Migration-aware, the one that removes the most overload net of its pauses, and none (a
+        hold, after which the trigger backs off) when none pays for its pauses."""
         cap = ctx.cluster.capacities()
         again = self._global(ctx, unit_x, assign)
         if not ctx.settings.placement.migration_aware:
