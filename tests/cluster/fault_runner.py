@@ -43,6 +43,7 @@ LIVE_SEGMENTS = 12
 LIVE_WARM_S = 21.0  # the fault hits the first batch starting this long after the writer began
 LIVE_FIRST_FAULT_BATCH = 3  # and not before this batch: the start-up backlog (the executors'
 # first Python workers) has drained and the stream is in its steady state
+LIVE_LEAD_S = 1.5  # a segment lands this long before a trigger fires
 
 
 def _latencies(
@@ -62,19 +63,24 @@ def _latencies(
     return out
 
 
-def _recovered_after(lat: list[float], written: list[float], fault: list[float]) -> float | None:
+def _recovered_after(
+    lat: list[float], written: list[float], fault: list[float], bound: float
+) -> float | None:
     """Seconds from the fault until the backlog it caused is gone: the commit of the last
-    segment served slower than the steady state before the fault (the largest latency of the
-    segments that arrived after the start-up backlog, LIVE_WARM_S / 2, and were committed
-    before the fault); 0 when no segment was slower."""
+    segment that queued, one slower than ``bound`` (a trigger interval plus a normal batch: a
+    segment that waits behind no other batch is read by the next trigger and committed one
+    batch later); 0 when none queued. None when the stream was not in its steady state at the
+    fault (a segment that arrived after the start-up backlog, LIVE_WARM_S / 2, and was
+    committed before the fault queued, or there was none): the machine is too slow for the
+    stream, and there is no steady state to recover."""
     if not fault or not lat:
         return None
     t0, tf = written[0], fault[0]
     pairs = list(zip(lat, written, strict=False))
     before = [x for x, w in pairs if t0 + LIVE_WARM_S / 2 <= w and w + x < tf]
-    if not before:
+    if not before or max(before) > bound:
         return None
-    late = [w + x - tf for x, w in pairs if w + x > tf and x > max(before)]
+    late = [w + x - tf for x, w in pairs if w + x > tf and not x <= bound]
     return round(max(late), 3) if late else 0.0
 
 
@@ -174,10 +180,15 @@ def main(mode: str, workdir: str) -> None:
     if live:
 
         def writer() -> None:
+            # Spark's processing-time trigger fires on multiples of the interval since the
+            # epoch: each segment lands LIVE_LEAD_S before one, so a segment that waits behind
+            # no batch is read at once, and its latency is the lead plus its batch
+            grid = (time.time() // LIVE_TRIGGER_S + 1) * LIVE_TRIGGER_S
             for i in range(LIVE_SEGMENTS):
+                due = grid + i * LIVE_TRIGGER_S - LIVE_LEAD_S
+                time.sleep(max(0.0, due - time.time()))
                 pipe.input.generate(sc, 1, scale=LIVE_SCALE, start=i)
                 written.append(time.time())
-                time.sleep(max(0.0, written[0] + (i + 1) * LIVE_TRIGGER_S - time.time()))
             pipe.input.close()
 
         w = threading.Thread(target=writer, daemon=True)
@@ -214,8 +225,12 @@ def main(mode: str, workdir: str) -> None:
         # live: seconds from a segment's arrival to its batch's commit, per batch
         "latency_s": _latencies(pipe, events, sc.tick_s, written),
         "fault_at": fault_at_wall[0] if fault_at_wall else None,
+        "written": written,
         "recovered_after_s": _recovered_after(
-            _latencies(pipe, events, sc.tick_s, written), written, fault_at_wall
+            _latencies(pipe, events, sc.tick_s, written),
+            written,
+            fault_at_wall,
+            LIVE_TRIGGER_S + normal,
         ),
         "normal_batch_s": normal,
         "trim_log": pipe.trim_log,

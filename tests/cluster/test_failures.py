@@ -52,12 +52,16 @@ def test_kill9_executor_in_the_middle_of_a_batch(tmp_path: Path) -> None:
 
 
 def test_kill9_in_a_live_stream_recovers_within_two_trigger_intervals(tmp_path: Path) -> None:
-    """The stream runs on a 5 s trigger with normal batches of 2-3.3 s: the headroom a live
+    """The stream runs on a 5 s trigger with normal batches of 1-3.3 s: the headroom a live
     stream runs with. The affected batch re-runs the dead executor's tasks on the survivor while
     the replacement executor boots on the same 2 cores; it took 4.3-7.8 s here (the batch's
     fixed cost grew past a 3 s trigger's headroom, which made a 3 s bound flaky): up to three
-    attempts, and one must meet both bounds (the backlog's drain took 31.3 s once in CI, on a
-    machine where the replacement executor's boot shares the 2 cores with the stream)."""
+    attempts, and one must meet both bounds. A segment queued when it waited longer than a
+    trigger interval plus a normal batch (it lands 1.5 s before a trigger, so unqueued it takes
+    1.5 s plus its batch); the backlog is gone when the last one that queued is committed. The
+    old rule counted any segment slower than the one segment committed between the start-up
+    backlog and the fault, so a slightly slower steady state after the fault read as backlog
+    to the end of the stream: CI failed all three attempts, the last at 36 s."""
     for attempt in "abc":
         res = run_fault("kill-active-live", tmp_path / attempt)
         recovered = res["recovered_after_s"]
@@ -75,7 +79,8 @@ def test_kill9_in_a_live_stream_recovers_within_two_trigger_intervals(tmp_path: 
     interval = max(res["trigger_s"], res["normal_batch_s"])
     assert res["affected_batch_s"] <= 2 * interval, res["durations"]
     # and the backlog the fault caused (replacement executor included) is gone within 30 s
-    assert res["recovered_after_s"] is not None and res["recovered_after_s"] <= 30, res
+    seen = {k: res[k] for k in ("latency_s", "normal_batch_s", "fault_at", "written")}
+    assert res["recovered_after_s"] is not None and res["recovered_after_s"] <= 30, seen
     assert all(x == x for x in res["latency_s"])  # every live segment was committed
 
 
