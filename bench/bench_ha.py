@@ -3,8 +3,9 @@ standby, cold restart), executor kill, passive-standby overhead, controller fail
 
 Run: .venv/bin/python -m bench.bench_ha  (``driver``: only the driver failover; ``controller``:
 only the controller failover; ``sim``: only the simulator's policies; ``dpc``: only DPC on
-Spark, live; ``chaos``: only the replay under seeded executor faults; each of these has its own
-section)
+Spark, live; ``chaos``: only the replay under seeded executor faults; ``kill``: only the
+executor kill and the state protection's overhead, the "Availability" section; each of these
+has its own section)
 """
 
 from __future__ import annotations
@@ -111,6 +112,12 @@ def _intervals(run: dict) -> float:
     return run["affected_batch_s"] / (run["trigger_s"] or run["normal_batch_s"])
 
 
+def _against(run: dict) -> str:
+    """A back-to-back replay's affected batch against the 2-interval target."""
+    ratio = run["affected_batch_s"] / run["normal_batch_s"]
+    return f"{ratio:.1f} intervals ({'met' if ratio <= 2 else 'not met'})"
+
+
 def executor_kill(repeat: int = 3) -> dict:
     """Each mode ``repeat`` times; the run with the median affected-batch ratio is kept."""
     out = {}
@@ -201,14 +208,15 @@ def main() -> None:
         print(sim)
         if sys.argv[1:] == ["sim"]:
             return
-    ctl = (
-        f"Command: `.venv/bin/python -m bench.bench_ha controller` ({environment()}).\n"
-        + section(controller_failover())
-    )
-    write_section("Controller failover", ctl)
-    print(ctl)
-    if sys.argv[1:] == ["controller"]:
-        return
+    if sys.argv[1:] in ([], ["controller"]):
+        ctl = (
+            f"Command: `.venv/bin/python -m bench.bench_ha controller` ({environment()}).\n"
+            + section(controller_failover())
+        )
+        write_section("Controller failover", ctl)
+        print(ctl)
+        if sys.argv[1:] == ["controller"]:
+            return
     kills = executor_kill()
     ek, ea = kills["kill"], kills["kill-active"]
     live_rows = "\n".join(
@@ -221,10 +229,11 @@ def main() -> None:
         )
     )
     trig = kills["kill-live"]["trigger_s"]
+    lead = kills["kill-live"]["lead_s"]
     ov = passive_overhead()
     base, snap, act = ov["none"], ov["passive"], ov["active"]
     body = f"""
-Command: `.venv/bin/python -m bench.bench_ha` ({environment()}; pyspark 4.3, local-cluster[2,1,1024]).
+Command: `.venv/bin/python -m bench.bench_ha kill` ({environment()}; pyspark 4.3, local-cluster[2,1,1024]).
 
 Spark, `kill -9` of an executor 0.8 s into batch 2 (zipf-hotkey-shift, upstream backup, reliable
 state checkpoints every 2 batches; target: the affected batch within 2 batch intervals):
@@ -243,16 +252,21 @@ redoes the dead executor's share of the executor work after its own, so what the
 depends on how much of a batch is executor work rather than the batch's fixed driver-side cost.
 Runs spread widely (all three are shown); the replacement executor, which joins during or right
 after the affected batch and starts its Python workers cold, is a likely cause that this bench
-does not separate out.
+does not separate out. Against the target: one copy {_against(ek)}, replicated {_against(ea)}.
+At 100% load 2 intervals is about what the fault costs by construction when a batch is mostly
+executor work (one executor does both halves); the live stream below, with headroom, is the
+setting the target is meant for.
 
 The same fault in a live stream, the way the pipeline runs in production
 (`tests.cluster.fault_runner kill-live|kill-active-live`): a writer adds one tick of input
 every {trig:.0f} s, the query runs on a {trig:.0f} s processing-time trigger (`trimtab pipeline run
 --trigger-s {trig:.0f}`; normal batches take well under the trigger, the headroom a stream runs
-with), and the kill hits the first batch after 21 s, in the steady state. Latency is
-from a segment's arrival to its batch's commit: "backlog gone" is the time from the fault until
-the last segment slower than before the fault was committed (the replacement executor's cold
-start included):
+with), and the kill hits the first batch after 21 s, in the steady state. Each segment lands
+{lead:.1f} s before a trigger fires (Spark's trigger fires on multiples of the interval since
+the epoch). Latency is from a segment's arrival to its batch's commit; a segment queued when it
+waited longer than a trigger interval plus a normal batch (unqueued it takes the lead plus its
+batch), and "backlog gone" is the time from the fault until the last segment that queued was
+committed (the replacement executor's cold start included):
 
 | cached state | trigger (s) | median batch (s) | affected batch (s) | trigger intervals | backlog gone (s) | output = reference |
 |---|---|---|---|---|---|---|

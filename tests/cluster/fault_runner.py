@@ -222,6 +222,7 @@ def main(mode: str, workdir: str) -> None:
         "fault_batch": fault_batch,
         "live": live,
         "trigger_s": LIVE_TRIGGER_S if live else None,
+        "lead_s": LIVE_LEAD_S if live else None,
         # live: seconds from a segment's arrival to its batch's commit, per batch
         "latency_s": _latencies(pipe, events, sc.tick_s, written),
         "fault_at": fault_at_wall[0] if fault_at_wall else None,
