@@ -84,6 +84,23 @@ def test_kill9_in_a_live_stream_recovers_within_two_trigger_intervals(tmp_path: 
     assert all(x == x for x in res["latency_s"])  # every live segment was committed
 
 
+def test_the_backlog_rule_counts_queued_segments_only() -> None:
+    """The live kill's measure, on hand-made latencies (segments every 5 s from t = 0, a
+    fault at 21 s, bound 6 s). It fails if a slightly slower steady state after the fault
+    counts as backlog (the rule CI failed on), or if a queued segment is missed."""
+    from tests.cluster.fault_runner import _recovered_after
+
+    written = [5.0 * i for i in range(8)]
+    steady = [9.0, 8.0, 3.0, 3.0, 3.1, 3.2, 3.3, 3.2]  # slower after the fault, never queued
+    assert _recovered_after(steady, written, [21.0], 6.0) == 0.0
+    queued = [9.0, 8.0, 3.0, 3.0, 9.5, 7.0, 3.3, 3.2]  # segments 4 and 5 waited behind a batch
+    assert _recovered_after(queued, written, [21.0], 6.0) == 25.0 + 7.0 - 21.0
+    # the start-up backlog had not drained: segment 3, committed before a fault at 23 s, queued
+    backlogged = [9.0, 8.0, 7.0, 7.0, 9.5, 7.0, 3.3, 3.2]
+    assert _recovered_after(backlogged, written, [23.0], 6.0) is None
+    assert _recovered_after(queued, written, [23.0], 6.0) is not None  # not so when it drained
+
+
 def test_lose_one_executor_permanently(tmp_path: Path) -> None:
     res = run_fault("lose", tmp_path)
     check_common(res)
