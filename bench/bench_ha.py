@@ -261,7 +261,8 @@ The same fault in a live stream, the way the pipeline runs in production
 (`tests.cluster.fault_runner kill-live|kill-active-live`): a writer adds one tick of input
 every {trig:.0f} s, the query runs on a {trig:.0f} s processing-time trigger (`trimtab pipeline run
 --trigger-s {trig:.0f}`; normal batches take well under the trigger, the headroom a stream runs
-with), and the kill hits the first batch after 21 s, in the steady state. Each segment lands
+with), and the kill hits the first batch after 21 s whose predecessor read its segment at the
+trigger it landed before (the start-up backlog drained: the steady state). Each segment lands
 {lead:.1f} s before a trigger fires (Spark's trigger fires on multiples of the interval since
 the epoch). Latency is from a segment's arrival to its batch's commit; a segment queued when it
 waited longer than a trigger interval plus a normal batch (unqueued it takes the lead plus its
