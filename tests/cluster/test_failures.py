@@ -62,8 +62,9 @@ def test_kill9_in_a_live_stream_recovers_within_two_trigger_intervals(tmp_path: 
     old rule counted any segment slower than the one segment committed between the start-up
     backlog and the fault, so a slightly slower steady state after the fault read as backlog
     to the end of the stream: CI failed all three attempts, the last at 36 s. The fault waits
-    for the start-up backlog to drain (a batch that read its segment on time): on a loaded
-    machine the first batch took 16-19 s and the fault, at 21 s, hit a stream still behind."""
+    for the start-up backlog to drain (a batch that read its segment on time): in a slow
+    clean-clone run the first batch took 16-19 s and the fault, at 21 s, hit a stream still
+    behind."""
     for attempt in "abc":
         res = run_fault("kill-active-live", tmp_path / attempt)
         recovered = res["recovered_after_s"]
