@@ -47,47 +47,40 @@ LIVE_LEAD_S = 1.5  # a segment lands this long before a trigger fires
 ON_TIME_SLACK_S = 1.5  # a batch started on time: within this after its trigger (0.06-0.96 s seen)
 
 
+def _reads(
+    pipe: SparkPipeline, events: pd.DataFrame, tick_s: float, written: list[float]
+) -> list[tuple[float, float, float]]:
+    """Per live segment committed so far, in order: (its arrival, the start and the commit of
+    the batch that read it)."""
+    batches = sorted(
+        (st.info["started_at"], st.duration_s, st.event_range[1])
+        for st in pipe.stats.values()
+        if st.event_range[1] >= 0
+    )
+    last_ids = events.groupby(np.floor(events["ts"] / tick_s))["event_id"].max().to_numpy()
+    out = []
+    for last, t_in in zip(last_ids, written, strict=False):
+        first = next(((t, d) for t, d, hi in batches if hi >= last), None)
+        if first is None:
+            break
+        out.append((t_in, first[0], first[0] + first[1]))
+    return out
+
+
 def _latencies(
     pipe: SparkPipeline, events: pd.DataFrame, tick_s: float, written: list[float]
 ) -> list[float]:
-    """Per live segment: seconds from its arrival to the commit of the batch that read it."""
-    done = sorted(
-        (st.event_range[1], st.info["started_at"] + st.duration_s)
-        for st in pipe.stats.values()
-        if st.event_range[1] >= 0
-    )
-    last_ids = events.groupby(np.floor(events["ts"] / tick_s))["event_id"].max().to_numpy()
-    out = []
-    for last, t_in in zip(last_ids, written, strict=False):
-        ends = [t for hi, t in done if hi >= last]
-        out.append(round(min(ends) - t_in, 3) if ends else float("nan"))
-    return out
+    """Per live segment: seconds from its arrival to the commit of the batch that read it
+    (NaN while uncommitted)."""
+    lat = [round(done - t_in, 3) for t_in, _, done in _reads(pipe, events, tick_s, written)]
+    segments = min(events["ts"].floordiv(tick_s).nunique(), len(written))
+    return lat + [float("nan")] * (segments - len(lat))
 
 
-def _commits(
-    pipe: SparkPipeline, events: pd.DataFrame, tick_s: float, written: list[float]
-) -> list[tuple[float, float]]:
-    """Per live segment committed so far, in order: (its arrival, the start of the batch that
-    read it)."""
-    batches = sorted(
-        (st.info["started_at"], st.event_range[1])
-        for st in pipe.stats.values()
-        if st.event_range[1] >= 0
-    )
-    last_ids = events.groupby(np.floor(events["ts"] / tick_s))["event_id"].max().to_numpy()
-    out = []
-    for last, t_in in zip(last_ids, written, strict=False):
-        starts = [t for t, hi in batches if hi >= last]
-        if not starts:
-            break
-        out.append((t_in, starts[0]))
-    return out
-
-
-def _keeping_up(commits: list[tuple[float, float]]) -> bool:
+def _keeping_up(reads: list[tuple[float, float, float]]) -> bool:
     """The newest committed segment was read by the trigger it landed before: the start-up
     backlog has drained and the stream is in its steady state."""
-    return bool(commits) and commits[-1][1] - commits[-1][0] <= LIVE_LEAD_S + ON_TIME_SLACK_S
+    return bool(reads) and reads[-1][1] - reads[-1][0] <= LIVE_LEAD_S + ON_TIME_SLACK_S
 
 
 def _recovered_after(
@@ -171,7 +164,7 @@ def main(mode: str, workdir: str) -> None:
             warm = written and time.time() >= written[0] + LIVE_WARM_S
             if not warm or batch_id < LIVE_FIRST_FAULT_BATCH:
                 return
-            if not _keeping_up(_commits(pipe, events, sc.tick_s, written)):
+            if not _keeping_up(_reads(pipe, events, sc.tick_s, written)):
                 return  # a slow start-up's backlog is still draining
             fault_batch = batch_id
         elif batch_id != fault_batch:

@@ -103,10 +103,10 @@ def test_the_backlog_rule_counts_queued_segments_only() -> None:
     # 23 s, queued (segment 2's queueing alone does not count: segment 3 came in time)
     backlogged = [9.0, 8.0, 7.0, 7.0, 9.5, 7.0, 3.3, 3.2]
     assert _recovered_after(backlogged, written, [23.0], 6.0) is None
-    assert _recovered_after(queued, written, [23.0], 6.0) is not None
+    assert _recovered_after(queued, written, [23.0], 6.0) == 25.0 + 7.0 - 23.0
     # the fault waits for a batch that read its segment at the trigger it landed before
-    assert _keeping_up([(0.0, 9.0), (5.0, LIVE_LEAD_S + 5.3)])
-    assert not _keeping_up([(0.0, 9.0), (5.0, 9.5)])
+    assert _keeping_up([(0.0, 9.0, 12.0), (5.0, LIVE_LEAD_S + 5.3, 9.0)])
+    assert not _keeping_up([(0.0, 9.0, 12.0), (5.0, 9.5, 12.5)])
     assert not _keeping_up([])
 
 
