@@ -69,9 +69,9 @@ def busiest_share(sc: ScenarioFile, method: str) -> tuple[float, float]:
     assert keys.waves is not None
     epochs = key_epochs(keys, sc.duration_s)
     times = np.arange(0.0, keys.waves.period_s, sc.tick_s)
-    groups = len(initial_assignment(sc, method))
-    shares = np.stack([key_group_shares(epochs.probs_at(float(t)), groups) for t in times])
-    on0 = shares[:, np.asarray(initial_assignment(sc, method)) == 0].sum(axis=1)
+    plan = np.asarray(initial_assignment(sc, method))
+    shares = np.stack([key_group_shares(epochs.probs_at(float(t)), plan.size) for t in times])
+    on0 = shares[:, plan == 0].sum(axis=1)
     busier = np.maximum(on0, 1.0 - on0)
     return float(busier.max()), float(busier.mean())
 
