@@ -39,6 +39,16 @@ app.registered_commands.sort(
     key=lambda c: HELP_ORDER.index(c.name or c.callback.__name__)  # type: ignore[union-attr]
 )
 
+for _cmd in [
+    *app.registered_commands,
+    *spark.pipeline_app.registered_commands,
+    *spark.input_app.registered_commands,
+]:
+    # a command list shows a docstring's first paragraph as it is wrapped in the source;
+    # joined, the terminal wraps it (a command's own --help already joins it)
+    if _cmd.short_help is None and _cmd.callback is not None and _cmd.callback.__doc__:
+        _cmd.short_help = " ".join(_cmd.callback.__doc__.strip().split("\n\n")[0].split())
+
 
 def main() -> None:
     """Console-script entry point."""

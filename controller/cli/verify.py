@@ -68,7 +68,7 @@ def pipeline_results(
     out: Annotated[Path | None, typer.Option(help="write the rows as CSV here")] = None,
 ) -> None:
     """The committed results of a pipeline, with their status and the batch that wrote them.
-    Read-only. Prints counts as JSON; ``--out`` writes the rows.
+    Read-only. Prints counts as JSON; --out writes the rows.
 
     Example: trimtab pipeline results --workdir pipe --view latest --out results.csv
     """
