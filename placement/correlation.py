@@ -205,13 +205,17 @@ def one_way(
     def node(j: int) -> Array:
         return np.asarray(unit_x[assign == j].sum(axis=0), dtype=float)
 
+    def pick(amount: float) -> tuple[int, float] | None:
+        """The best-scored unit on s whose relative load is in [threshold, amount]."""
+        on_s = np.flatnonzero(assign == s)
+        elig = (rel[on_s] >= p.load_threshold) & (rel[on_s] <= amount + TOL)
+        return _pick(unit_x, on_s, ns, nr, mean, elig)
+
     ns, nr = node(s), node(r)
     rel = mean / capacity[s]
     amount = (ns.mean() / capacity[s] - nr.mean() / capacity[r]) / 2.0
     while amount > p.load_threshold:
-        on_s = np.flatnonzero(assign == s)
-        elig = (rel[on_s] >= p.load_threshold) & (rel[on_s] <= amount + TOL)
-        got = _pick(unit_x, on_s, ns, nr, mean, elig)
+        got = pick(amount)
         if got is None:
             break
         u, sc = got
@@ -224,9 +228,7 @@ def one_way(
     if amount > p.pair_threshold:
         amount = ns.mean() / capacity[s] - nr.mean() / capacity[r]
     if amount > p.load_threshold:
-        on_s = np.flatnonzero(assign == s)
-        elig = (rel[on_s] >= p.load_threshold) & (rel[on_s] <= amount + TOL)
-        got = _pick(unit_x, on_s, ns, nr, mean, elig)
+        got = pick(amount)
         if got is not None and got[1] > 0:
             u, sc = got
             assign[u] = r
