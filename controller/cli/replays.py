@@ -355,7 +355,8 @@ def demo(
         h, t = runs[0].summary, runs[1].summary
         err.print(
             f"trimtab: batch p50 {t['batch_duration_p50']:.2f} s vs hash {h['batch_duration_p50']:.2f} s; "
-            f"partition rows {t['partition_rows']} vs {h['partition_rows']}"
+            f"partition rows {t['partition_rows']} vs {h['partition_rows']}",
+            soft_wrap=True,  # one line; the terminal wraps it, not rich at 80 columns
         )
     write_report(best, report, comparison=[r.summary for r in runs])
     err.print(f"report written to {report}/report.html")
