@@ -4,8 +4,9 @@ own ``trimtab`` process (ended by pid, never by name).
 
 * ``daemon_config``: a daemon config steering a working directory;
 * ``run_live``: daemon first (it publishes plan 0), then the driver on a processing-time
-  trigger, then, once the driver's session is up, the writer (a segment every trigger, then
-  the log is closed), so the driver's start-up does not become a backlog. Returns what
+  trigger, then, once the driver's session is up, the writer (a segment every trigger, landing
+  half a trigger before it fires, then the log is closed), so the driver's start-up does not
+  become a backlog. Returns what
   ``trimtab pipeline run`` printed (end-to-end latency, backlog, fenced executors);
 * ``run_silenced``: a live driver (plan 0, no daemon) and a paced writer, with one input
   stream silenced by ``trimtab inject silence-stream`` part-way: DPC's timeline;
@@ -105,9 +106,17 @@ def run_live(
     scale: float = 0.1,
     trigger_s: float = 3.0,
     timeout_s: float = 400.0,
+    lead_s: float | None = None,
 ) -> dict[str, Any]:
     """Run the three processes to the end of the input; every batch must succeed (else a
-    ``RuntimeError`` with the failing process's stderr). The driver's printed result."""
+    ``RuntimeError`` with the failing process's stderr). The driver's printed result.
+
+    The writer lands each segment ``lead_s`` (default: half a trigger) before the driver's
+    trigger fires (``input generate --lead-s``): half a trigger is the mean wait of a writer
+    at a random phase, and what the calibrated simulator's live timeline assumes. At a random
+    phase the latencies moved with the phase alone (LP on ``spark-overload-ramp``, four runs:
+    p50 2.8 to 4.3 s, the phase's wait 0.7 to 2.3 s)."""
+    lead_s = trigger_s / 2 if lead_s is None else lead_s
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     exe, common = trimtab_exe(), [str(scenario), "--workdir", str(work)]
     logs = work / "logs"
@@ -120,7 +129,7 @@ def run_live(
         _wait_for(work / "app.json", procs[1], 120, "the driver")  # its session is up
         gen = [exe, "input", "generate", *common, "--segments", str(segments)]
         gen += ["--scale", str(scale), "--pace-s", str(trigger_s), "--close"]
-        procs.append(_Proc(gen, env, logs, "writer"))
+        procs.append(_Proc([*gen, "--lead-s", str(lead_s)], env, logs, "writer"))
         outs = []
         for p in (procs[2], procs[1]):
             out, err = p.communicate(timeout=timeout_s)

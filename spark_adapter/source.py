@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import threading
 import time
@@ -221,11 +222,16 @@ class InputLog:
         pace_s: float | None = None,
         stop: threading.Event | None = None,
         silence: Sequence[tuple[str, int, int]] = (),
+        lead_s: float | None = None,
     ) -> int:
         """Write ``segments`` ticks of the scenario's workload (rates x ``scale``); returns rows.
 
         With ``pace_s`` the segments are written live, one every ``pace_s`` seconds of wall
-        time (the first at once), until done or ``stop`` is set. A stream held back (``silence``:
+        time (the first at once), until done or ``stop`` is set. With ``lead_s`` as well, each
+        lands ``lead_s`` before a multiple of ``pace_s`` since the epoch, where a live driver's
+        trigger of the same interval fires (Spark's processing-time trigger is epoch-aligned):
+        a segment then waits ``lead_s`` for its batch in every run, not whatever the writer's
+        start happened to leave. A stream held back (``silence``:
         (stream, first tick, end tick) triples, e.g. ``Scenario.input_outages``; or a live
         ``hold``) is left out of the segments of those ticks
         (their metadata says so); its rows arrive as one backlog segment before the first tick
@@ -235,7 +241,12 @@ class InputLog:
             raise ValueError(f"scale must be positive, got {scale}")
         if pace_s is not None and pace_s <= 0:
             raise ValueError(f"pace_s must be positive, got {pace_s}")
+        if lead_s is not None and (pace_s is None or not 0 <= lead_s < pace_s):
+            raise ValueError(f"lead_s must be in [0, pace_s) with pace_s given, got {lead_s}")
         t0 = time.monotonic()
+        if pace_s is not None and lead_s is not None:  # the first trigger it can land before
+            now = time.time()
+            t0 += math.ceil((now + lead_s) / pace_s) * pace_s - lead_s - now
         stop = stop or threading.Event()
         ticks = _TickWriter(self, scenario, scale)
         ticks.tick = start

@@ -148,6 +148,15 @@ def input_generate(
         typer.Option(min=0.01, help="write live: one segment every S seconds (until SIGTERM)"),
     ] = None,
     close: Annotated[bool, typer.Option(help="mark the end of the stream when done")] = False,
+    lead_s: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            help="with --pace-s: land each segment S seconds before a multiple of the pace "
+            "since the epoch, where a live driver's trigger of that interval fires, so each "
+            "waits S for its batch in every run (default: the first at once)",
+        ),
+    ] = None,
 ) -> None:
     """Append segments to the input log, after the last one present, at once or live.
 
@@ -155,6 +164,8 @@ def input_generate(
     """
     from spark_adapter.source import InputLog
 
+    if lead_s is not None and (pace_s is None or lead_s >= pace_s):
+        fail(f"--lead-s: {lead_s} needs --pace-s, and must be below it (got {pace_s})")
     sc = load(scenario)
     log = InputLog(workdir / "input")
     if log.closed:
@@ -166,7 +177,7 @@ def input_generate(
     if pace_s is not None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: halt.set())
-    rows = log.generate(sc, n, scale=scale, start=start, pace_s=pace_s, stop=halt)
+    rows = log.generate(sc, n, scale=scale, start=start, pace_s=pace_s, stop=halt, lead_s=lead_s)
     if close:
         log.close()
     first = start + shift  # backlog segments of a silenced stream shift the indices

@@ -382,6 +382,22 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "not found",
         ),
+        (
+            "generate lead without pace",
+            ["input", "generate", good, "--workdir", str(tmp / "g1"), "--lead-s", "1"],
+            2,
+            "--lead-s",
+        ),
+        (
+            "generate lead not below pace",
+            [
+                *("input", "generate", good, "--workdir", str(tmp / "g2")),
+                *("--pace-s", "2"),
+                *("--lead-s", "2"),
+            ],
+            2,
+            "--lead-s",
+        ),
         ("inject fault name", ["inject", "explode", "1", "--workdir", str(tmp)], 2, "explode"),
         ("compare methods", ["compare", good, "--placement", "magic"], 2, "magic"),
     ]

@@ -39,7 +39,33 @@ def test_live_writing_keeps_its_pace_and_stops_on_request(tmp_path: Path) -> Non
     assert log.closed and len(log.segments()) == len(list(tmp_path.glob("seg-*")))
 
 
-@pytest.mark.parametrize(("field", "kw"), [("scale", {"scale": 0}), ("pace_s", {"pace_s": -1})])
+def test_a_lead_lands_each_segment_that_long_before_a_multiple_of_the_pace(
+    tmp_path: Path,
+) -> None:
+    """Where an epoch-aligned trigger of the pace's interval fires: each segment's write time,
+    modulo the pace, is the pace minus the lead (without a lead it is wherever the call began)."""
+    sc = load_scenario(SCENARIOS / "zipf-hotkey-shift.yaml")
+    pace = 0.4
+    for lead in (0.1, 0.3):  # two leads: a call that ignored its lead matches both by chance
+        log = InputLog(tmp_path / str(lead))
+        log.generate(sc, 3, scale=0.01, pace_s=pace, lead_s=lead)
+        done = [log.path(i).stat().st_mtime for i in log.segments()]
+        assert len(done) == 3
+        # how long before the next multiple of the pace each landed (a write takes ~ms)
+        before = [(-t) % pace for t in done]
+        assert all(lead - 0.04 <= b <= lead + 1e-3 for b in before), (lead, before)
+        assert 0.6 <= done[-1] - done[0] <= 1.2, done  # paced: two intervals
+
+
+@pytest.mark.parametrize(
+    ("field", "kw"),
+    [
+        ("scale", {"scale": 0}),
+        ("pace_s", {"pace_s": -1}),
+        ("lead_s", {"lead_s": 0.1}),  # a lead needs a pace
+        ("lead_s", {"pace_s": 0.5, "lead_s": 0.5}),  # and is below it
+    ],
+)
 def test_bad_generator_arguments_are_named(tmp_path: Path, field: str, kw: dict) -> None:
     sc = load_scenario(SCENARIOS / "zipf-hotkey-shift.yaml")
     with pytest.raises(ValueError, match=field):
