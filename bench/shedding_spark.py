@@ -231,7 +231,7 @@ trigger fires (`input generate --lead-s`; Spark's processing-time trigger fires 
 the interval since the epoch): the mean wait of a writer at a random phase, and what the
 simulator's live timeline assumes. Without it the phase was whatever the writer's start left,
 and the latencies moved with it: four LP runs gave p50 2.8 to 4.3 s, their waits 0.7 to
-2.3 s. The driver warms itself first (a dry batch of its query, `pipeline run`'s warm start),
+2.3 s (measured once, while making the change, not by this bench). The driver warms itself first (a dry batch of its query, `pipeline run`'s warm start),
 so the first batches pay no cold start. Kept rows: input rows
 the committed batches did not drop (the query has one output, weight 1, so this is the
 weighted output); output = reference: `trimtab pipeline verify` against the regenerated input.
