@@ -14,7 +14,9 @@ rounds, the others are warm standbys (``controller.leadership``). A daemon becom
 resumes from the last applied plan in the decision log and publishes it as the next version
 with its own epoch, so versions continue across restarts and takeovers and none is reused; the
 substrate keeps applying the last plan while no controller runs. A write refused for its old
-epoch makes the daemon step down to standby.
+epoch makes the daemon step down to standby. A decision log locked by another process (a
+controller frozen inside a commit) does not stop the rounds: their records wait in memory and
+go in once the lock is free (``decision_log_waiting`` / ``decision_log_caught_up``).
 """
 
 from __future__ import annotations
@@ -75,7 +77,10 @@ class Daemon:
         windows = settings.control.blackout_windows_utc
         substrate, policy = make_daemon_wiring(settings, lambda: in_blackout(windows))
         self.substrate = substrate
-        self.log = DecisionLog(settings.decision_log, settings.decision_retention_rounds)
+        # a round waits at most this long for the log's write lock before its records queue
+        wait_s = min(0.25, settings.control.lease_timeout_s / 4)
+        self.log = DecisionLog(settings.decision_log, settings.decision_retention_rounds, wait_s)
+        self._log_waiting = 0  # the most records that have waited in this streak
         self.round_base = self.log.last_round()  # rounds go on counting across restarts
         self.telemetry = Telemetry(pipeline=settings.substrate.kind != "sim")
         self._newest_batch = -1  # of the steered pipeline (external mode)
@@ -110,6 +115,7 @@ class Daemon:
                 return False
             self.log.epoch = epoch
             self.round_base = self.log.last_round() - self.loop.round
+            self.log.round_shift = 0
             self.became_primary_at = time.time()
             self._resume_or_start(epoch)
             self.telemetry.leader.set(1)
@@ -123,12 +129,26 @@ class Daemon:
             return True
 
     def _step_down(self, why: str) -> None:
-        """No longer primary: rounds stop until the lease is taken again."""
+        """No longer primary: rounds stop until the lease is taken again; records still
+        waiting for the decision log are dropped (the successor's epoch would refuse them)."""
         with self._role_lock:
             self.lead.step_down()
             self.telemetry.leader.set(0)
-            log.warning("stepped_down", extra={"fields": {"reason": why, **self.lead.status()}})
+            fields = {"reason": why, "records_dropped": self.log.discard_pending()}
+            log.warning("stepped_down", extra={"fields": {**fields, **self.lead.status()}})
+            self._log_waiting = 0
             self._write_status()
+
+    def _note_log_backlog(self) -> None:
+        """Say when records start waiting for the decision log's write lock, and when the
+        last of them went in."""
+        n = self.log.pending
+        if n and not self._log_waiting:
+            why = "another process holds the decision log's write lock"
+            log.warning("decision_log_waiting", extra={"fields": {"pending": n, "reason": why}})
+        elif not n and self._log_waiting:
+            log.info("decision_log_caught_up", extra={"fields": {"written": self._log_waiting}})
+        self._log_waiting = max(self._log_waiting, n) if n else 0
 
     def heartbeat(self) -> None:
         """Renew the lease (primary) or try to take it (standby); called every quarter of the
@@ -162,6 +182,7 @@ class Daemon:
             self.loop.start()
             self.resumed_from = None
         self.log.record_plan(time.time(), self.loop.plan, applied=True)
+        self._note_log_backlog()
         self.telemetry.plan_version.set(self.loop.plan.version)
 
     # -------------------------------------------------------------- one round
@@ -198,6 +219,7 @@ class Daemon:
         )
         if decision.plan is not None:
             self.log.record_plan(now, decision.plan, applied=rec.applied)
+        self._note_log_backlog()
         self._export(rec, decision.plan)
         self.telemetry.tick_duration.observe(time.perf_counter() - t0)
         self._write_status(rec)
@@ -275,7 +297,7 @@ class Daemon:
             "last_round": None
             if last is None
             else {
-                "round": self.round_base + last.round,
+                "round": self.round_base + last.round + self.log.round_shift,
                 "time": iso_utc(time.time()),
                 "kind": last.kind,
                 "reason": last.reason,
@@ -300,6 +322,7 @@ class Daemon:
             },
             "metrics_port": self.telemetry.port,
             "decision_log": str(self.settings.decision_log),
+            "decision_log_pending": self.log.pending,
             "resumed_from_plan": self.resumed_from,
             **self.lead.status(),
             "primary_since_utc": None
@@ -414,8 +437,12 @@ class Daemon:
             atomic_write(self._status_file(), json.dumps(st, default=float).encode())
         else:
             self._status_file().unlink(missing_ok=True)
-        self.lead.close()  # released at once: a standby takes over without waiting
-        self.log.close()
+        # what waits for the log goes in first (fenced by the lease still held), then the
+        # lease is released at once: a standby takes over without waiting
+        left = self.log.close(wait_s=self.lead.lease.ttl_s)
+        if left:
+            log.error("decision_log_unwritten", extra={"fields": {"records": left}})
+        self.lead.close()
         fields = {"rounds": self.loop.round, "plan_version": self.loop.plan.version}
         log.info("stopped", extra={"fields": fields})
 

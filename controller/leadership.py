@@ -1,7 +1,8 @@
-"""Which of several controller daemons steers: a lease with an epoch in the decision log.
+"""Which of several controller daemons steers: a lease with an epoch beside the decision log.
 
 Two ``trimtab run`` processes with the same config share one decision log. The one holding the
-lease (``core.lease``, stored in the decision log's database) is the *primary*: it runs the
+lease (``core.lease``, in the file ``decisionlog.lease_file`` names beside the log, never in
+the log's own database, whose write lock a frozen primary can hold) is the *primary*: it runs the
 control rounds and renews the lease every quarter of ``control.lease_timeout_s``. The other is
 a *warm standby*: it has built its policy and substrate and polls the lease; when the lease
 expires (the primary died or was paused), it takes it with the next epoch, resumes from the
@@ -10,7 +11,7 @@ controller's epoch, and the decision log and a pipeline's plan store refuse a wr
 older epoch, so a paused primary that wakes up cannot publish; it steps down to standby.
 
 ``controller_fault`` is ``trimtab inject kill-controller|stop-controller``: it signals the
-process that holds the lease, found through the decision log.
+process that holds the lease, found beside the decision log.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from controller.decisionlog import lease_file
 from core.lease import Lease, LeaseState, holder_name, read_lease
 
 __all__ = ["CONTROLLER_FAULTS", "Leadership", "controller_fault"]
@@ -33,7 +35,7 @@ class Leadership:
     """One daemon's side of the lease: its role, epoch and the holder it took over from."""
 
     def __init__(self, decision_log: str | Path, timeout_s: float) -> None:
-        self.lease = Lease(decision_log, timeout_s)
+        self.lease = Lease(lease_file(decision_log), timeout_s)
         # one name per daemon instance, so two daemons in one process (tests) are two holders
         self.holder = holder_name(f"controller.{secrets.token_hex(3)}")
         self.epoch: int | None = None
@@ -113,7 +115,7 @@ def controller_fault(fault: str, decision_log: Path | None, seconds: float) -> d
         raise ValueError(f"{fault}: --decision-log is needed (the controllers' decision log)")
     if not decision_log.is_file():
         raise ValueError(f"--decision-log: {decision_log} does not exist")
-    st = read_lease(decision_log)
+    st = read_lease(lease_file(decision_log))
     if st is None or not st.held() or st.pid is None:
         raise LookupError(f"no controller holds the lease in {decision_log}")
     if st.host != socket.gethostname():

@@ -7,7 +7,13 @@ epoch, and a store that has seen epoch e refuses a write from an epoch below e, 
 that was paused across its expiry and wakes up cannot overwrite its successor's work.
 
 Used by the Spark driver's warm standby (the lease in the working directory) and by the
-controller's standby (the lease in the decision log's database).
+controller's standby (the lease in a file beside the decision log).
+
+A holder frozen inside one of the lease's own writes (SIGSTOP, a stalled disk) holds SQLite's
+write lock for as long as it is frozen. The writes are single statements that never wait on
+the disk (``synchronous=NORMAL`` under WAL), so that window is a few microseconds per renewal,
+and no contender waits on it for long: ``acquire`` gives up after ``wait_s`` (the lease is
+"held"), and ``renew`` answers from the expiry it last wrote itself.
 """
 
 from __future__ import annotations
@@ -85,22 +91,36 @@ class Lease:
     (True, 2, False)
     """
 
-    def __init__(self, path: str | Path, ttl_s: float = 3.0) -> None:
+    def __init__(self, path: str | Path, ttl_s: float = 3.0, wait_s: float | None = None) -> None:
         self.path = Path(path)
         self.ttl_s = ttl_s
+        # how long a write waits for another process's write lock (a quarter of the lease by
+        # default, at most 1 s); a healthy holder keeps it for microseconds
+        self.wait_s = min(1.0, ttl_s / 4) if wait_s is None else wait_s
         self._db = sqlite3.connect(
             str(self.path), isolation_level=None, check_same_thread=False, timeout=10
         )
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(_SCHEMA)
-        self._db.execute("INSERT OR IGNORE INTO lease VALUES (0, 0, '', 0)")
+        if self._db.execute("SELECT COUNT(*) FROM lease").fetchone()[0] == 0:
+            self._db.execute("INSERT OR IGNORE INTO lease VALUES (0, 0, '', 0)")
+        self._db.execute(f"PRAGMA busy_timeout = {int(self.wait_s * 1000)}")
+        # no fsync per commit: a power loss can only undo the last writes, and it also ends
+        # every process that could hold them (the lease is one host's)
+        self._db.execute("PRAGMA synchronous = NORMAL")
         self._lock = threading.Lock()
+        self._granted: dict[tuple[str, int], float] = {}  # the expiry this object last wrote
 
     def acquire(self, holder: str, now: float | None = None) -> int | None:
         """Take the lease if it is free, expired or already ``holder``'s; the new epoch, or None."""
         now = time.time() if now is None else now
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as e:
+                if _busy(e):  # another process is inside a write (or frozen there): held
+                    return None
+                raise
             epoch, owner, expires = self._db.execute(
                 "SELECT epoch, holder, expires FROM lease"
             ).fetchone()
@@ -112,24 +132,44 @@ class Lease:
                 (epoch + 1, holder, now + self.ttl_s),
             )
             self._db.execute("COMMIT")
+            self._granted = {(holder, int(epoch + 1)): now + self.ttl_s}
             return int(epoch + 1)
 
     def renew(self, holder: str, epoch: int, now: float | None = None) -> bool:
-        """Extend the lease while ``holder`` still owns ``epoch`` and it has not expired."""
+        """Extend the lease while ``holder`` still owns ``epoch`` and it has not expired.
+
+        When another process holds the write lock past ``wait_s``, the answer is whether the
+        expiry this object last wrote is still ahead: no one can take the lease before it."""
         now = time.time() if now is None else now
         with self._lock:
-            cur = self._db.execute(
-                "UPDATE lease SET expires=? WHERE holder=? AND epoch=? AND expires>?",
-                (now + self.ttl_s, holder, epoch, now),
-            )
-            return cur.rowcount == 1
+            try:
+                cur = self._db.execute(
+                    "UPDATE lease SET expires=? WHERE holder=? AND epoch=? AND expires>?",
+                    (now + self.ttl_s, holder, epoch, now),
+                )
+            except sqlite3.OperationalError as e:
+                if not _busy(e):
+                    raise
+                return self._granted.get((holder, epoch), 0.0) > now
+            if cur.rowcount == 1:
+                self._granted = {(holder, epoch): now + self.ttl_s}
+                return True
+            self._granted.pop((holder, epoch), None)
+            return False
 
     def release(self, holder: str, epoch: int) -> bool:
-        """Give the lease up at once (a clean stop), keeping the epoch; False if not held."""
+        """Give the lease up at once (a clean stop), keeping the epoch; False if not held
+        (or another process holds the write lock: the lease then runs out by itself)."""
         with self._lock:
-            cur = self._db.execute(
-                "UPDATE lease SET expires=0 WHERE holder=? AND epoch=?", (holder, epoch)
-            )
+            self._granted.pop((holder, epoch), None)
+            try:
+                cur = self._db.execute(
+                    "UPDATE lease SET expires=0 WHERE holder=? AND epoch=?", (holder, epoch)
+                )
+            except sqlite3.OperationalError as e:
+                if not _busy(e):
+                    raise
+                return False
             return cur.rowcount == 1
 
     def valid(self, epoch: int, now: float | None = None) -> bool:
@@ -147,6 +187,11 @@ class Lease:
         """Close the connection."""
         with self._lock:
             self._db.close()
+
+
+def _busy(e: sqlite3.OperationalError) -> bool:
+    """True for SQLite's "database is locked" (another connection holds the write lock)."""
+    return "locked" in str(e) or "busy" in str(e)
 
 
 def read_lease(path: str | Path) -> LeaseState | None:

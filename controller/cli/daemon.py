@@ -85,11 +85,12 @@ def _read_status(f: Path) -> dict[str, Any]:
 
 
 def _lease_view(st: dict[str, Any], alive: bool) -> dict[str, Any]:
-    """Role, epoch and leader as the decision log's lease has them now (read-only): the
+    """Role, epoch and leader as the controllers' lease has them now (read-only): the
     status file of a paused or dead primary still says "primary"."""
+    from controller.decisionlog import lease_file
     from core.lease import read_lease
 
-    lease = read_lease(st["decision_log"]) if st.get("decision_log") else None
+    lease = read_lease(lease_file(st["decision_log"])) if st.get("decision_log") else None
     if lease is None:
         return {}
     leader = lease.pid if lease.held() else None

@@ -364,7 +364,9 @@ def inject_cmd(
     ] = 10.0,
     decision_log: Annotated[
         Path | None,
-        typer.Option(help="controller faults: the controllers' decision log (holds the lease)"),
+        typer.Option(
+            help="controller faults: the controllers' decision log (its lease is beside it)"
+        ),
     ] = None,
 ) -> None:
     """Inject a fault into a running pipeline, a replay or a live driver (its workdir/app.json

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from controller.daemon import Daemon
-from controller.decisionlog import DecisionLog
+from controller.decisionlog import DecisionLog, lease_file
 from controller.testing import key_group_plan
 from core.lease import Lease, StaleEpochError, read_lease
 from spark_adapter.actuator import PlanStore
@@ -44,7 +44,7 @@ def test_plan_store_refuses_a_plan_from_an_older_epoch(tmp_path: Path) -> None:
 def test_decision_log_refuses_writes_once_the_lease_moved_on(tmp_path: Path) -> None:
     f = tmp_path / "d.sqlite"
     log = DecisionLog(f)
-    lease = Lease(f, ttl_s=60)
+    lease = Lease(lease_file(f), ttl_s=60)
     first = lease.acquire("a")
     log.epoch = first
     plan = key_group_plan(SimpleNamespace(op_id="agg", key_groups=4), [0, 1, 0, 1])
@@ -58,6 +58,89 @@ def test_decision_log_refuses_writes_once_the_lease_moved_on(tmp_path: Path) -> 
     log.epoch = None  # an unfenced writer (a replay) is not affected
     log.record(3.0, 1, "hold", "x", 0, False, 0.0, {}, {})
     assert log.count() == 1
+
+
+def test_the_log_refuses_an_older_epoch_once_a_newer_one_has_written_it(tmp_path: Path) -> None:
+    """The log fences by itself: the lease is read outside the log's transaction, so a
+    writer can find it unchanged and still be late; the newer epoch's write decides."""
+    f = tmp_path / "d.sqlite"
+    old, new = DecisionLog(f), DecisionLog(f)  # no lease file at all
+    old.epoch, new.epoch = 1, 2
+    assert old.record(1.0, 1, "hold", "x", 0, False, 0.0, {}, {})
+    assert new.record(2.0, 2, "hold", "y", 0, False, 0.0, {}, {})
+    with pytest.raises(StaleEpochError, match="epoch 1 refused; controller epoch 2 has written"):
+        old.record(3.0, 3, "hold", "z", 0, False, 0.0, {}, {})
+    assert old.pending == 0 and [r["reason"] for r in new.last()] == ["x", "y"]
+
+
+def test_a_holder_frozen_inside_a_lease_write_holds_up_no_one_for_long(tmp_path: Path) -> None:
+    """A process stopped inside one of the lease's writes keeps SQLite's write lock. The
+    others wait ``wait_s`` for it, not SQLite's 10 s: taking the lease then fails (it is held),
+    and a renewal answers from the expiry its holder last wrote."""
+    f = tmp_path / "l.sqlite"
+    a, b = Lease(f, ttl_s=2.0), Lease(f, ttl_s=2.0)
+    assert a.wait_s == 0.5
+    epoch = a.acquire("a")
+    frozen = sqlite3.connect(f, isolation_level=None)
+    frozen.execute("BEGIN IMMEDIATE")  # a third process, stopped mid-write
+    t0 = time.monotonic()
+    assert b.acquire("b", now=time.time() + 10) is None  # expired, but the lock is held
+    assert a.renew("a", epoch)  # not expired: still a's
+    assert not a.renew("a", epoch, now=time.time() + 10)  # past the expiry a last wrote
+    assert time.monotonic() - t0 < 3 * a.wait_s + 0.5
+    frozen.execute("ROLLBACK")  # it resumes
+    assert b.acquire("b", now=time.time() + 10) == epoch + 1  # type: ignore[operator]
+
+
+def test_a_primary_frozen_inside_a_decision_log_commit_does_not_hold_up_failover(
+    tmp_path: Path,
+) -> None:
+    """The primary stopped inside a commit holds the decision log's write lock. Its
+    standby still takes the lease (it lives in its own file) and runs its rounds at once;
+    their records wait in memory and go in after the frozen commit, in order, with round
+    numbers that do not repeat the frozen primary's."""
+    ttl = 0.5
+    s = settings(
+        tmp_path, control={"interval_s": 0.05, "window_samples": 5, "lease_timeout_s": ttl}
+    )
+    a = Daemon(s)
+    for _ in range(4):
+        a.tick()
+    b = Daemon(s)
+    f = tmp_path / "decisions.sqlite"
+    # a is stopped inside the commit of its fifth round: it holds the log's write lock
+    frozen = sqlite3.connect(f, isolation_level=None)
+    frozen.execute("BEGIN IMMEDIATE")
+    frozen.execute(
+        "INSERT INTO rounds (ts, round, kind, reason, plan_version, applied, duration_s, "
+        "observation, details) VALUES (?, ?, 'hold', 'frozen', 0, 0, 0, '{}', '{}')",
+        (time.time(), a.round_base + a.loop.round + 1),
+    )
+    time.sleep(ttl + 0.1)  # and renews nothing: its lease expires
+    t0 = time.monotonic()
+    b.heartbeat()
+    for _ in range(3):
+        b.tick()
+    took = time.monotonic() - t0
+    assert b.lead.primary and b.lead.epoch == 2 and b.loop.round >= 3
+    # about one lock wait (0.125 s) per write; SQLite's own 10 s before this change
+    assert took < 2.0, f"the standby's takeover and 3 rounds took {took:.2f} s"
+    waiting = b.log.pending
+    assert waiting >= 4, waiting  # the resumed plan and three rounds
+    assert b.status()["decision_log_pending"] == waiting
+    frozen.execute("COMMIT")  # a resumes and finishes its commit
+    b.tick()
+    assert b.log.pending == 0
+    rows = DecisionLog.read_only(f).last(1000)
+    rounds = [r["round"] for r in rows]
+    assert len(rounds) == len(set(rounds)) and rounds == sorted(rounds), rounds
+    assert [r["reason"] for r in rows].index("frozen") == len(rows) - 5  # b's four rounds after
+    assert b.status()["last_round"]["round"] == rounds[-1]
+    assert _plans(f)[-1].epoch == 2
+    # a wakes up and goes on with its next round: refused, it steps down
+    a.tick()
+    assert a.refused == 1 and not a.lead.primary
+    assert DecisionLog.read_only(f).count() == len(rows)
 
 
 def test_standby_takes_over_and_a_woken_primary_is_fenced(tmp_path: Path) -> None:
@@ -129,6 +212,18 @@ def _wait(cond, timeout_s: float = 60.0, step_s: float = 0.05) -> float:  # type
     return time.monotonic() - t0
 
 
+def _steers(state: Path, pid: int, after_version: int) -> bool:
+    """``pid`` is primary by its status file and the lease, with a plan newer than the one
+    its predecessor last reported."""
+    st = _status(state)
+    return (
+        st["pid"] == pid
+        and st["role"] == "primary"
+        and st["leader_pid"] == pid
+        and st["plan_version"] > after_version
+    )
+
+
 def _first_plan_of(f: Path, epoch: int) -> bool:
     try:
         return any(p.epoch == epoch for p in _plans(f))
@@ -169,6 +264,7 @@ def test_controller_failover_between_processes(tmp_path: Path) -> None:
         st = _status(state)
         assert st["leader_pid"] == a.pid and st["epoch"] == 1 and b.pid in st["standby_pids"]
 
+        st = _status(state)
         out = subprocess.run(
             [EXE, "inject", "stop-controller", "--decision-log", str(log_f), "--seconds", "8"],
             capture_output=True,
@@ -176,13 +272,16 @@ def test_controller_failover_between_processes(tmp_path: Path) -> None:
             check=True,
         )
         assert json.loads(out.stdout)["stopped_controller"] == a.pid
-        took = _wait(lambda: _first_plan_of(log_f, 2), timeout_s=30)
+        # b steers within 2 lease timeouts, whether or not a was stopped inside a commit of
+        # the decision log (then b's records wait for a to resume)
+        took = _wait(lambda: _steers(state, b.pid, after_version=st["plan_version"]), 30)
         assert took <= 2 * ttl, f"standby published after {took:.2f} s (bound {2 * ttl} s)"
         st = _status(state)
         assert st["leader_pid"] == b.pid and st["epoch"] == 2 and st["role"] == "primary"
 
         # a resumes after 8 s, believing it is primary: it steps down and publishes nothing
         _wait(lambda: (state / f"standby-{a.pid}.json").exists(), timeout_s=30)
+        _wait(lambda: _first_plan_of(log_f, 2), timeout_s=10)
         time.sleep(1.0)
         err = (tmp_path / "a.err").read_text()
         assert '"event": "stepped_down"' in err, err[-2000:]
@@ -197,7 +296,7 @@ def test_controller_failover_between_processes(tmp_path: Path) -> None:
         assert json.loads(out.stdout)["killed_controller"] == b.pid
         took = _wait(lambda: _first_plan_of(log_f, 3), timeout_s=30)
         assert took <= 2 * ttl, f"old primary took over after {took:.2f} s"
-        assert read_lease(log_f).pid == a.pid  # type: ignore[union-attr]
+        assert read_lease(lease_file(log_f)).pid == a.pid  # type: ignore[union-attr]
         a.send_signal(signal.SIGTERM)
         assert a.wait(timeout=30) == 0
     finally:
