@@ -35,6 +35,7 @@ import numpy as np
 
 from controller.config import Settings
 from controller.decisionlog import DecisionLog, iso_utc
+from controller.gates import in_blackout
 from controller.leadership import Leadership
 from controller.logs import configure_logging
 from controller.loop import ControlLoop
@@ -45,28 +46,10 @@ from core.cluster import NodeStatus
 from core.lease import StaleEpochError
 from core.plans import Plan
 
-__all__ = ["Daemon", "in_blackout"]
+__all__ = ["Daemon"]
 
 log = logging.getLogger("trimtab.daemon")
 KEEP_RECORDS = 100  # decision records kept in memory; the decision log holds every round
-
-
-def in_blackout(windows: list[str], now: datetime | None = None) -> bool:
-    """True when the UTC time of day lies in one of the ``HH:MM-HH:MM`` windows (may wrap midnight).
-
-    Examples
-    --------
-    >>> in_blackout(["22:00-02:00"], datetime(2026, 1, 1, 23, 30, tzinfo=UTC))
-    True
-    >>> in_blackout(["09:00-10:00"], datetime(2026, 1, 1, 10, 30, tzinfo=UTC))
-    False
-    """
-    t = (now or datetime.now(UTC)).strftime("%H:%M")
-    for w in windows:
-        a, b = w.split("-")
-        if (a <= t < b) if a <= b else (t >= a or t < b):
-            return True
-    return False
 
 
 class Daemon:

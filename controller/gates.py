@@ -16,6 +16,7 @@ cool-down of the Borealis pitfalls; a global step or a recovery may still move i
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from enum import StrEnum
 
 import numpy as np
@@ -23,9 +24,27 @@ from numpy.typing import NDArray
 
 from controller.settings import PlacementSettings
 
-__all__ = ["DecisionKind", "Gates", "HoldList"]
+__all__ = ["DecisionKind", "Gates", "HoldList", "in_blackout"]
 
 WARMUP_SAMPLES = 3  # a variance and a correlation need a few samples
+
+
+def in_blackout(windows: list[str], now: datetime | None = None) -> bool:
+    """True when the UTC time of day lies in one of the ``HH:MM-HH:MM`` windows (may wrap midnight).
+
+    Examples
+    --------
+    >>> in_blackout(["22:00-02:00"], datetime(2026, 1, 1, 23, 30, tzinfo=UTC))
+    True
+    >>> in_blackout(["09:00-10:00"], datetime(2026, 1, 1, 10, 30, tzinfo=UTC))
+    False
+    """
+    t = (now or datetime.now(UTC)).strftime("%H:%M")
+    for w in windows:
+        a, b = w.split("-")
+        if (a <= t < b) if a <= b else (t >= a or t < b):
+            return True
+    return False
 
 
 class DecisionKind(StrEnum):
