@@ -306,6 +306,7 @@ class Daemon:
             "metrics_port": self.telemetry.port,
             "decision_log": str(self.settings.decision_log),
             "decision_log_pending": self.log.pending,
+            "decision_log_dropped": self.log.dropped,  # more waited than retention keeps
             "resumed_from_plan": self.resumed_from,
             **self.lead.status(),
             "primary_since_utc": None

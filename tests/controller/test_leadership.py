@@ -73,6 +73,23 @@ def test_the_log_refuses_an_older_epoch_once_a_newer_one_has_written_it(tmp_path
     assert old.pending == 0 and [r["reason"] for r in new.last()] == ["x", "y"]
 
 
+def test_writes_wait_while_the_log_is_locked_up_to_what_retention_keeps(tmp_path: Path) -> None:
+    f = tmp_path / "d.sqlite"
+    log = DecisionLog(f, retention_rounds=3, wait_s=0.05)
+    frozen = sqlite3.connect(f, isolation_level=None)
+    frozen.execute("BEGIN IMMEDIATE")
+    for i in range(10):
+        assert not log.record(float(i), i + 1, "hold", f"r{i + 1}", 0, False, 0.0, {}, {})
+    assert (log.pending, log.dropped) == (6, 4)  # 2 x retention wait; the oldest 4 went
+    frozen.execute("ROLLBACK")
+    assert log.flush() and log.pending == 0
+    assert [r["reason"] for r in log.last()] == ["r8", "r9", "r10"]
+    frozen.execute("BEGIN IMMEDIATE")
+    log.record(11.0, 11, "hold", "r11", 0, False, 0.0, {}, {})
+    assert log.close(wait_s=0.05) == 1  # still locked at the stop: one record unwritten
+    frozen.execute("ROLLBACK")
+
+
 def test_a_holder_frozen_inside_a_lease_write_holds_up_no_one_for_long(tmp_path: Path) -> None:
     """A process stopped inside one of the lease's writes keeps SQLite's write lock. The
     others wait ``wait_s`` for it, not SQLite's 10 s: taking the lease then fails (it is held),
@@ -128,6 +145,7 @@ def test_a_primary_frozen_inside_a_decision_log_commit_does_not_hold_up_failover
     waiting = b.log.pending
     assert waiting >= 4, waiting  # the resumed plan and three rounds
     assert b.status()["decision_log_pending"] == waiting
+    assert b.status()["decision_log_dropped"] == 0
     frozen.execute("COMMIT")  # a resumes and finishes its commit
     b.tick()
     assert b.log.pending == 0
