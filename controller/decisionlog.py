@@ -94,8 +94,8 @@ class DecisionLog:
         # the writer's controller epoch: set, every write is refused once the lease
         # (lease_file) or this log has seen a newer one; None writes unfenced (tests)
         self.epoch: int | None = None
-        # writes not yet in the database (another process held its write lock): (epoch, sql,
-        # parameters), oldest first; at most the rounds retention would keep, and plans
+        # writes not yet in the database (another process held its write lock): (epoch,
+        # "round" or "plan", row), oldest first; at most twice what retention keeps
         self._pending: deque[tuple[int | None, str, tuple[Any, ...]]] = deque(
             maxlen=2 * max(1, retention_rounds)
         )
