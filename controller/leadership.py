@@ -10,8 +10,10 @@ last plan in the decision log and publishes it as the next version. Every plan c
 controller's epoch, and the decision log and a pipeline's plan store refuse a write from an
 older epoch, so a paused primary that wakes up cannot publish; it steps down to standby.
 
-``controller_fault`` is ``trimtab inject kill-controller|stop-controller``: it signals the
-process that holds the lease, found beside the decision log.
+``controller_fault`` is ``trimtab inject kill-controller|stop-controller|
+stop-controller-in-commit``: it signals the process that holds the lease, found beside the
+decision log; the last pauses it as if frozen inside a commit of the decision log (a helper
+holds the log's write lock for the pause).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import os
 import secrets
 import signal
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +32,7 @@ from core.lease import Lease, LeaseState, holder_name, read_lease
 
 __all__ = ["CONTROLLER_FAULTS", "Leadership", "controller_fault"]
 
-CONTROLLER_FAULTS = ("kill-controller", "stop-controller")
+CONTROLLER_FAULTS = ("kill-controller", "stop-controller", "stop-controller-in-commit")
 
 
 class Leadership:
@@ -104,13 +108,16 @@ class Leadership:
 
 
 def controller_fault(fault: str, decision_log: Path | None, seconds: float) -> dict[str, Any]:
-    """Kill (SIGKILL) or stop (SIGSTOP for ``seconds``) the controller holding the lease in
+    """Kill (SIGKILL) or stop (SIGSTOP for ``seconds``, holding the decision log's write lock
+    as well for ``stop-controller-in-commit``) the controller holding the lease beside
     ``decision_log``. Raises ValueError for a bad request and LookupError when no controller
     on this host holds the lease."""
     from spark_adapter.faults import pause_process
 
     if fault not in CONTROLLER_FAULTS:
-        raise ValueError(f"fault: {fault!r} is not {' or '.join(CONTROLLER_FAULTS)}")
+        raise ValueError(f"fault: {fault!r} is not {', '.join(CONTROLLER_FAULTS)}")
+    if fault != "kill-controller" and not seconds > 0:
+        raise ValueError(f"--seconds: must be > 0, got {seconds}")
     if decision_log is None:
         raise ValueError(f"{fault}: --decision-log is needed (the controllers' decision log)")
     if not decision_log.is_file():
@@ -125,13 +132,52 @@ def controller_fault(fault: str, decision_log: Path | None, seconds: float) -> d
     if fault == "kill-controller":
         os.kill(st.pid, signal.SIGKILL)
         return {"killed_controller": st.pid, "epoch": st.epoch}
-    helper = pause_process(st.pid, seconds)
+    if fault == "stop-controller-in-commit":
+        helper = _pause_holding_the_log(st.pid, seconds, decision_log)
+    else:
+        helper = pause_process(st.pid, seconds)
     return {
         "stopped_controller": st.pid,
         "epoch": st.epoch,
         "resumes_after_s": seconds,
         "helper_pid": helper,
     }
+
+
+_HOLD = """
+import os, signal, sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=10)
+db.execute("BEGIN IMMEDIATE")  # after any commit in flight; a primary frozen mid-commit holds it
+os.kill(int(sys.argv[2]), signal.SIGSTOP)
+print("stopped", flush=True)
+time.sleep(float(sys.argv[3]))
+db.execute("ROLLBACK")
+try:
+    os.kill(int(sys.argv[2]), signal.SIGCONT)
+except ProcessLookupError:
+    pass
+"""
+
+
+def _pause_holding_the_log(pid: int, seconds: float, decision_log: Path) -> int:
+    """Take the decision log's write lock, stop ``pid`` and, after ``seconds``, release the
+    lock and resume it, from a detached helper (its own session) that outlives the caller.
+    Returns once ``pid`` is stopped; the helper's pid."""
+    helper = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, str(decision_log), str(pid), repr(float(seconds))],
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert helper.stdout is not None
+    assert helper.stderr is not None
+    if helper.stdout.readline().strip() != "stopped":  # the helper's lock wait is bounded
+        helper.wait()
+        why = (helper.stderr.read().strip().splitlines() or ["no reason given"])[-1]
+        raise LookupError(f"could not hold the write lock of {decision_log}: {why}")
+    return helper.pid
 
 
 def _is_trimtab(pid: int) -> bool:

@@ -344,7 +344,7 @@ def inject_cmd(
         str,
         typer.Argument(
             help="kill-executor, lose-executor, stop-executor, kill-driver, "
-            "silence-stream, kill-controller or stop-controller"
+            "silence-stream, kill-controller, stop-controller or stop-controller-in-commit"
         ),
     ],
     target: Annotated[
@@ -358,7 +358,8 @@ def inject_cmd(
         float,
         typer.Option(
             min=0.1,
-            help="stop-executor, stop-controller: how long to stop it; silence-stream: how "
+            help="stop-executor, stop-controller(-in-commit): how long to stop it; "
+            "silence-stream: how "
             "long the live writer holds the stream back",
         ),
     ] = 10.0,

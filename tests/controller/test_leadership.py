@@ -249,10 +249,12 @@ def _first_plan_of(f: Path, epoch: int) -> bool:
         return False
 
 
-def test_controller_failover_between_processes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", ["stop-controller", "stop-controller-in-commit"])
+def test_controller_failover_between_processes(tmp_path: Path, stop: str) -> None:
     """Two `trimtab run` processes: the standby takes over within 2 lease timeouts of the
-    primary's stop; the old primary, resumed, publishes nothing and stays standby; killing
-    the new primary hands back. Plan versions never repeat and epochs never go back."""
+    primary's stop (also when the primary is stopped holding the decision log's write lock,
+    as inside a commit); the old primary, resumed, publishes nothing and stays standby;
+    killing the new primary hands back. Plan versions never repeat and epochs never go back."""
     ttl = 1.5
     log_f, state = tmp_path / "d.sqlite", tmp_path / "st"
     cfg = tmp_path / "c.yaml"
@@ -284,7 +286,7 @@ def test_controller_failover_between_processes(tmp_path: Path) -> None:
 
         st = _status(state)
         out = subprocess.run(
-            [EXE, "inject", "stop-controller", "--decision-log", str(log_f), "--seconds", "8"],
+            [EXE, "inject", stop, "--decision-log", str(log_f), "--seconds", "8"],
             capture_output=True,
             text=True,
             check=True,
@@ -304,6 +306,10 @@ def test_controller_failover_between_processes(tmp_path: Path) -> None:
         err = (tmp_path / "a.err").read_text()
         assert '"event": "stepped_down"' in err, err[-2000:]
         assert _status(state)["leader_pid"] == b.pid
+        if stop == "stop-controller-in-commit":  # b's records waited for the lock, then went in
+            err = (tmp_path / "b.err").read_text()
+            assert '"event": "decision_log_waiting"' in err, err[-2000:]
+            assert '"event": "decision_log_caught_up"' in err, err[-2000:]
 
         out = subprocess.run(
             [EXE, "inject", "kill-controller", "--decision-log", str(log_f)],
