@@ -126,6 +126,7 @@ class Daemon:
         """Say when records start waiting for the decision log's write lock, and when the
         last of them went in."""
         n = self.log.pending
+        self.telemetry.log_pending.set(n)
         if n and not self._log_waiting:
             why = "another process holds the decision log's write lock"
             log.warning("decision_log_waiting", extra={"fields": {"pending": n, "reason": why}})

@@ -71,6 +71,11 @@ class Telemetry:
         self.epoch = Gauge(
             "trimtab_controller_epoch", "The lease epoch this controller holds", registry=r
         )
+        self.log_pending = Gauge(
+            "trimtab_decision_log_pending",
+            "Records waiting for the decision log's write lock (another process holds it)",
+            registry=r,
+        )
         self.refused = Counter(
             "trimtab_stale_publications",
             "Writes of this controller refused because a newer epoch holds the lease",

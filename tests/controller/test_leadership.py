@@ -146,9 +146,12 @@ def test_a_primary_frozen_inside_a_decision_log_commit_does_not_hold_up_failover
     assert waiting >= 4, waiting  # the resumed plan and three rounds
     assert b.status()["decision_log_pending"] == waiting
     assert b.status()["decision_log_dropped"] == 0
+    pending = b.telemetry.registry.get_sample_value("trimtab_decision_log_pending")
+    assert pending == waiting
     frozen.execute("COMMIT")  # a resumes and finishes its commit
     b.tick()
     assert b.log.pending == 0
+    assert b.telemetry.registry.get_sample_value("trimtab_decision_log_pending") == 0
     rows = DecisionLog.read_only(f).last(1000)
     rounds = [r["round"] for r in rows]
     assert len(rounds) == len(set(rounds)) and rounds == sorted(rounds), rounds
