@@ -120,6 +120,7 @@ class Daemon:
             fields = {"reason": why, "records_dropped": self.log.discard_pending()}
             log.warning("stepped_down", extra={"fields": {**fields, **self.lead.status()}})
             self._log_waiting = 0
+            self.telemetry.log_pending.set(0)
             self._write_status()
 
     def _note_log_backlog(self) -> None:
@@ -131,7 +132,8 @@ class Daemon:
             why = "another process holds the decision log's write lock"
             log.warning("decision_log_waiting", extra={"fields": {"pending": n, "reason": why}})
         elif not n and self._log_waiting:
-            log.info("decision_log_caught_up", extra={"fields": {"written": self._log_waiting}})
+            fields = {"most_waiting": self._log_waiting}
+            log.info("decision_log_caught_up", extra={"fields": fields})
         self._log_waiting = max(self._log_waiting, n) if n else 0
 
     def heartbeat(self) -> None:
