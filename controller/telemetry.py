@@ -23,6 +23,7 @@ class Telemetry:
         self.registry = CollectorRegistry()
         self.pipeline = pipeline
         self._controller_metrics(self.registry)
+        self._leadership_metrics(self.registry)
         if pipeline:
             self._pipeline_metrics(self.registry)
         self.build = Gauge(
@@ -65,6 +66,21 @@ class Telemetry:
         )
         self.migrations = Counter("trimtab_migrations", "Operators moved between nodes", registry=r)
         self.plan_version = Gauge("trimtab_plan_version", "Version of the current plan", registry=r)
+        self.missed = Counter(
+            "trimtab_scheduler_jobs_missed", "Scheduled rounds missed", ["job"], registry=r
+        )
+        self.skipped = Counter(
+            "trimtab_scheduler_jobs_skipped",
+            "Rounds skipped: the previous one still ran",
+            ["job"],
+            registry=r,
+        )
+        self.failures = Counter("trimtab_failures_detected", "Node failures detected", registry=r)
+        for c in (self.missed, self.skipped):  # exported from the start, at 0
+            c.labels(job="control")
+
+    def _leadership_metrics(self, r: CollectorRegistry) -> None:
+        """The lease this controller holds, its refused writes, and its decision log's wait."""
         self.leader = Gauge(
             "trimtab_controller_primary", "1 while this controller holds the lease", registry=r
         )
@@ -81,18 +97,6 @@ class Telemetry:
             "Writes of this controller refused because a newer epoch holds the lease",
             registry=r,
         )
-        self.missed = Counter(
-            "trimtab_scheduler_jobs_missed", "Scheduled rounds missed", ["job"], registry=r
-        )
-        self.skipped = Counter(
-            "trimtab_scheduler_jobs_skipped",
-            "Rounds skipped: the previous one still ran",
-            ["job"],
-            registry=r,
-        )
-        self.failures = Counter("trimtab_failures_detected", "Node failures detected", registry=r)
-        for c in (self.missed, self.skipped):  # exported from the start, at 0
-            c.labels(job="control")
 
     def _pipeline_metrics(self, r: CollectorRegistry) -> None:
         """The steered Spark pipeline, from its batch metrics files (external mode)."""
