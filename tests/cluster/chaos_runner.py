@@ -9,7 +9,7 @@ The user's path: ``replay_spark`` with the controller in the loop and its execut
 state; under ``none`` the stopped batch refolded the state from its lineage, 13.4 s). Between batches the
 runner draws the next fault from the seed: ``kill`` (SIGKILL: the master starts a replacement),
 ``pause`` (SIGSTOP for less than the failure timeout: a straggler, not fenced) or ``stop``
-(SIGSTOP for longer: fenced). It strikes one of two live executors 0.8 s into the next batch;
+(SIGSTOP for longer: fenced). It strikes one of two live executors ``STRIKE_S`` (0.8 s) into the next batch;
 before a fault it asks for the second executor back if a fencing released it, so that one
 always survives. Prints the schedule, the fenced executors and the replay's summary as JSON.
 """
@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BATCHES = 14
 FAULTS = 4
 SUSPECT_S, FAIL_S = 2.0, 4.0
+STRIKE_S = 0.8  # how far into its batch a fault strikes
 KINDS = ("kill", "pause", "stop")
 
 
@@ -95,7 +96,7 @@ def main(seed: int, workdir: str) -> None:
             "pause": lambda: stop_executor(app, target, SUSPECT_S * 0.6),
             "stop": lambda: stop_executor(app, target, 30.0),
         }[kind]
-        threading.Timer(0.8, fire).start()
+        threading.Timer(STRIKE_S, fire).start()
         done.append({"batch": finished, "fault": kind, "executor": target})
 
     res = replay_spark(
@@ -118,6 +119,7 @@ def main(seed: int, workdir: str) -> None:
         "duplicate_tuples": s["duplicate_tuples"],
         "durations": s["batch_duration_s_per_batch"],
         "detection_bound_s": FAIL_S + 0.5,  # the failure timeout and one poll
+        "strike_s": STRIKE_S,
     }
     spark.stop()
     print("RESULT " + json.dumps(out))
