@@ -26,7 +26,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from core.lease import StaleEpochError, read_lease
+from core.lease import StaleEpochError, is_busy, read_lease
 from core.plans import Plan
 
 __all__ = ["DecisionLog", "DecisionLogError", "lease_file"]
@@ -191,7 +191,7 @@ class DecisionLog:
         try:
             self._db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as e:
-            if "locked" in str(e) or "busy" in str(e):
+            if is_busy(e):
                 return False
             raise
         finally:

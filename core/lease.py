@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Lease", "LeaseState", "StaleEpochError", "holder_name", "read_lease"]
+__all__ = ["Lease", "LeaseState", "StaleEpochError", "holder_name", "is_busy", "read_lease"]
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS lease (id INTEGER PRIMARY KEY CHECK (id = 0), "
@@ -118,7 +118,7 @@ class Lease:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as e:
-                if _busy(e):  # another process is inside a write (or frozen there): held
+                if is_busy(e):  # another process is inside a write (or frozen there): held
                     return None
                 raise
             epoch, owner, expires = self._db.execute(
@@ -148,7 +148,7 @@ class Lease:
                     (now + self.ttl_s, holder, epoch, now),
                 )
             except sqlite3.OperationalError as e:
-                if not _busy(e):
+                if not is_busy(e):
                     raise
                 return self._granted.get((holder, epoch), 0.0) > now
             if cur.rowcount == 1:
@@ -167,7 +167,7 @@ class Lease:
                     "UPDATE lease SET expires=0 WHERE holder=? AND epoch=?", (holder, epoch)
                 )
             except sqlite3.OperationalError as e:
-                if not _busy(e):
+                if not is_busy(e):
                     raise
                 return False
             return cur.rowcount == 1
@@ -189,7 +189,7 @@ class Lease:
             self._db.close()
 
 
-def _busy(e: sqlite3.OperationalError) -> bool:
+def is_busy(e: sqlite3.OperationalError) -> bool:
     """True for SQLite's "database is locked" (another connection holds the write lock)."""
     return "locked" in str(e) or "busy" in str(e)
 
