@@ -99,6 +99,7 @@ def replay_spark(
         with watching(spark, ha.heartbeat_timeout_s, ha.failure_timeout_s) as monitor:
             summary, series = _run(pipe, sub, scenario, run, rows_in)
         summary["executors_fenced"] = list(monitor.fenced) if monitor is not None else []
+        summary["executor_fencings"] = list(monitor.fencings) if monitor is not None else []
         summary["executors_warmed"] = list(monitor.warmed) if monitor is not None else []
     finally:
         pipe.cleanup()

@@ -138,6 +138,8 @@ class ExecutorMonitor:
         self.detector: FailureDetector | None = None
         self.transitions: list[Transition] = []
         self.fenced: list[str] = []
+        # each fencing: the executor, when (wall clock), and how long it had been silent
+        self.fencings: list[dict[str, Any]] = []
         self.lost: set[str] = set()  # executors Spark lists as gone (not released)
         self.warmed: list[dict[str, Any]] = []  # replacement executors warmed, and how long
         self.warm = warm
@@ -183,6 +185,10 @@ class ExecutorMonitor:
                 ]
                 if live:  # fencing the last executor would stop the application
                     self._fence(t.node, pids.get(t.node))
+                    silent = now - self.detector.last[t.node]
+                    self.fencings.append(
+                        {"executor": t.node, "at": time.time(), "silent_s": round(silent, 3)}
+                    )
         self.transitions += tr
         return tr
 

@@ -157,6 +157,7 @@ def _outcome(pipe: Any, monitor: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"pid": os.getpid(), "batches": sorted(pipe.stats)}
     out |= {"committed": pipe.log.committed(), "trim_log": pipe.trim_log}
     out["executors_fenced"] = list(monitor.fenced) if monitor is not None else []
+    out["executor_fencings"] = list(monitor.fencings) if monitor is not None else []
     out["executors_warmed"] = list(monitor.warmed) if monitor is not None else []
     return out | end_to_end([pipe.stats[b] for b in sorted(pipe.stats)])
 

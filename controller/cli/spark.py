@@ -125,6 +125,7 @@ DRIVER_KEYS = (  # what pipeline run prints of the driver's result
     "arrival_to_commit_max_s",
     "backlog_segments",
     "executors_fenced",
+    "executor_fencings",
     "warm_start",
 )
 

@@ -9,7 +9,8 @@ The user's path: ``replay_spark`` with the controller in the loop and its execut
 state; under ``none`` the stopped batch refolded the state from its lineage, 13.4 s). Between batches the
 runner draws the next fault from the seed: ``kill`` (SIGKILL: the master starts a replacement),
 ``pause`` (SIGSTOP for less than the failure timeout: a straggler, not fenced) or ``stop``
-(SIGSTOP for longer: fenced). It strikes one of two live executors ``STRIKE_S`` (0.8 s) into the next batch;
+(SIGSTOP for longer: fenced). It strikes one of two live executors ``STRIKE_S`` (0.8 s) after a batch ends, into the next
+batch (0.46-0.65 s into it, measured);
 before a fault it asks for the second executor back if a fencing released it, so that one
 always survives. Prints the schedule, the fenced executors and the replay's summary as JSON.
 """
@@ -46,6 +47,39 @@ def schedule(seed: int) -> list[tuple[int, str]]:
         if np.all(np.diff(at) >= 2):
             break
     return [(int(b), str(rng.choice(KINDS))) for b in at]
+
+
+def batch_spans(workdir: Path) -> list[list[float]]:
+    """[started_at, ended_at] (wall clock) of each batch, from its statistics file."""
+    out = []
+    for f in sorted((workdir / "metrics").glob("batch-*.json")):
+        st = json.loads(f.read_text())
+        out.append([st["info"]["started_at"], st["info"]["started_at"] + st["duration_s"]])
+    return out
+
+
+def recoveries(faults: list[dict], fencings: list[dict], spans: list[list[float]]) -> list[dict]:
+    """Each fenced fault's batch, measured: when the fault struck and when the monitor fenced
+    the executor (seconds into the batch), and how long the batch ran after the fencing."""
+    fenced = {f["executor"]: f["at"] for f in fencings}
+    out = []
+    for f in faults:
+        if f.get("executor") not in fenced or "struck_at" not in f:
+            continue
+        start, end = spans[f["batch"]]
+        at = fenced[f["executor"]]
+        out.append(
+            {
+                "fault": f["fault"],
+                "batch": f["batch"],
+                "struck_s": round(f["struck_at"] - start, 3),
+                "fenced_s": round(at - start, 3),
+                "detection_s": round(at - f["struck_at"], 3),
+                "after_fence_s": round(end - at, 3),
+                "batch_s": round(end - start, 3),
+            }
+        )
+    return out
 
 
 def main(seed: int, workdir: str) -> None:
@@ -96,8 +130,14 @@ def main(seed: int, workdir: str) -> None:
             "pause": lambda: stop_executor(app, target, SUSPECT_S * 0.6),
             "stop": lambda: stop_executor(app, target, 30.0),
         }[kind]
-        threading.Timer(STRIKE_S, fire).start()
-        done.append({"batch": finished, "fault": kind, "executor": target})
+        record = {"batch": finished, "fault": kind, "executor": target}
+
+        def strike() -> None:
+            record["struck_at"] = time.time()
+            fire()
+
+        threading.Timer(STRIKE_S, strike).start()
+        done.append(record)
 
     res = replay_spark(
         sc,
@@ -113,6 +153,8 @@ def main(seed: int, workdir: str) -> None:
         "schedule": schedule(seed),
         "faults": done,
         "executors_fenced": s["executors_fenced"],
+        "executor_fencings": s["executor_fencings"],
+        "recoveries": recoveries(done, s["executor_fencings"], batch_spans(Path(workdir))),
         "executors_warmed": s["executors_warmed"],
         "output_matches_reference": s["output_matches_reference"],
         "lost_tuples": s["lost_tuples"],
