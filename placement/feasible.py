@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.stats import qmc
 
 __all__ = [
     "FeasibleResult",
@@ -46,6 +45,8 @@ def node_coefficients(coeff: Array, assign: NDArray[np.int64], n: int) -> Array:
 
 def simplex_points(d: int, count: int, seed: int, scramble: bool) -> Array:
     """Uniform points in the unit simplex {y >= 0, sum y <= 1} from a Halton sequence."""
+    from scipy.stats import qmc  # here: scipy.stats costs every CLI start 0.3 s
+
     h = qmc.Halton(d, scramble=scramble, seed=seed)
     if not scramble:
         h.fast_forward(1)  # skip the origin

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import linear_sum_assignment
 
 __all__ = ["closest_labels", "expected_gain", "keep_in_place", "overload", "pause_cost"]
 
@@ -105,6 +104,8 @@ def closest_labels(target: IntArray, current: IntArray, weight: Array, capacity:
     np.add.at(overlap, (target, current), weight)  # target label x current node
     same = np.isclose(capacity[:, None], capacity[None, :])
     score = np.where(same, overlap, -1e18)
+    from scipy.optimize import linear_sum_assignment  # here: scipy costs every CLI start 0.2 s
+
     rows, cols = linear_sum_assignment(score, maximize=True)
     rename = np.arange(n)
     rename[rows] = cols
