@@ -76,7 +76,7 @@ def replay_spark(
     """
     if warmup_batches < 0:
         raise ValueError(f"warmup_batches: must be >= 0, got {warmup_batches}")
-    from spark_adapter.faults import publish_app, watching
+    from spark_adapter.faults import monitor_report, publish_app, watching
 
     scenario = with_shedding(scenario, shedding)
     ctl = scenario.controller
@@ -98,9 +98,7 @@ def replay_spark(
     try:
         with watching(spark, ha.heartbeat_timeout_s, ha.failure_timeout_s) as monitor:
             summary, series = _run(pipe, sub, scenario, run, rows_in)
-        summary["executors_fenced"] = list(monitor.fenced) if monitor is not None else []
-        summary["executor_fencings"] = list(monitor.fencings) if monitor is not None else []
-        summary["executors_warmed"] = list(monitor.warmed) if monitor is not None else []
+        summary |= monitor_report(monitor)
     finally:
         pipe.cleanup()
         if own:

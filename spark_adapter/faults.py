@@ -192,6 +192,15 @@ class ExecutorMonitor:
         self.transitions += tr
         return tr
 
+    def report(self) -> dict[str, list[Any]]:
+        """What a run reports of its executors: those fenced, each fencing (when, and how long
+        the executor had been silent), and the replacements warmed."""
+        return {
+            "executors_fenced": list(self.fenced),
+            "executor_fencings": list(self.fencings),
+            "executors_warmed": list(self.warmed),
+        }
+
     def _fence(self, executor_id: str, pid: int | None) -> None:
         """End a failed executor: by pid when it runs on this machine (SIGKILL: a stopped
         process cannot act on a polite request, and the cluster manager reports the exit at
@@ -215,6 +224,13 @@ class ExecutorMonitor:
             self.errors.append(f"warm-up of {executor_id}: {exc!r}"[:200])
             return
         self.warmed.append({"executor": executor_id, "warm_s": round(time.monotonic() - t0, 3)})
+
+
+def monitor_report(monitor: ExecutorMonitor | None) -> dict[str, list[Any]]:
+    """``ExecutorMonitor.report``, empty where no monitor ran (``local[N]``)."""
+    if monitor is None:
+        return {"executors_fenced": [], "executor_fencings": [], "executors_warmed": []}
+    return monitor.report()
 
 
 @contextlib.contextmanager

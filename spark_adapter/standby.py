@@ -154,11 +154,11 @@ def _heartbeat(lease: Lease, holder: str, epoch: int) -> threading.Event:
 
 def _outcome(pipe: Any, monitor: Any) -> dict[str, Any]:
     """What a driver did: its batches and commits, trimming, fenced executors, latencies."""
+    from spark_adapter.faults import monitor_report
+
     out: dict[str, Any] = {"pid": os.getpid(), "batches": sorted(pipe.stats)}
     out |= {"committed": pipe.log.committed(), "trim_log": pipe.trim_log}
-    out["executors_fenced"] = list(monitor.fenced) if monitor is not None else []
-    out["executor_fencings"] = list(monitor.fencings) if monitor is not None else []
-    out["executors_warmed"] = list(monitor.warmed) if monitor is not None else []
+    out |= monitor_report(monitor)
     return out | end_to_end([pipe.stats[b] for b in sorted(pipe.stats)])
 
 
