@@ -83,13 +83,19 @@ replacement). Fencing through Spark's `killExecutor` first, as before, left the 
 tasks waiting about 5 s after the fencing for the kill the driver had asked for; the stopped
 batch then took 11.4-12.0 s. A replacement is warmed by a small batch-shaped job as soon as it
 registers: before that, the batch after a replacement joined ran its first tasks on the cold
-executor (Python worker start, 2.6 s and 3.7 s tasks) and took 7.9-8.3 s.
+executor (Python worker start, 2.6 s and 3.7 s tasks) and took 7.9-8.3 s. Both stages of
+that job import the fold's modules: the new executor takes a task of its first stage while it
+is idle, but the shuffle's stage often ran on the old executor while a batch held the new one,
+and the replacement's first fold task then still started its Python worker (event log: 2.4 s
+against 0.3-0.7 s warm). With the first stage warming too, batch 7 (the first after a kill's
+replacement registered) took 2.8-3.2 s in four runs, against 4.3-5.4 s in five before.
 
-What the batch does after the fencing (Spark's event log of one run, 4.6 s after the fencing):
+What the batch does after the fencing (Spark's event log of one run, not in the table, 4.6 s
+after the fencing):
 the survivor's own fold task had waited on the stopped executor's shuffle blocks since the
 strike and fails with FetchFailed once the executor is removed (0.1 s after the fencing); a
 re-launched attempt of the lost task fails the same way 1.0 s later; the map stage is re-run
 for the lost outputs (1.1 s) and both partitions' folds then run one after the other on the
 survivor's one core (2.4 s), before the output (0.3 s). The replacement executor registers
-after the batch. Runs where the stop found less to redo took 1.9-2.2 s after the fencing (run 3).
+after the batch. Runs where the stop found less to redo took about 2 s after the fencing.
 """
