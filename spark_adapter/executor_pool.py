@@ -11,8 +11,7 @@ and the Python worker's start (pandas, pyarrow, the fold's modules): 2-2.5 s on 
 landed on the batches around the scale-out. So once it registers, a background job as small as
 a batch's shape (a ``repartitionById`` shuffle into ``mapInPandas``, collected with Arrow)
 warms it while the batch in flight runs on the old executor: Spark's FIFO scheduler gives the
-batch's own pending tasks the free slots first, so the warm-up takes the new, idle executor
-(its first stage does: the Python work starts there as well as after the shuffle).
+batch's own pending tasks the free slots first, so the warm-up takes the new, idle executor.
 An executor is released only when it holds no cached block
 (``rddBlocks`` in Spark's REST API): the state the next batch reads is cached on executors, so
 a release waits for the batches that retire that state.
@@ -152,23 +151,25 @@ class ExecutorPool:
         )
 
 
-def warm_up(spark: Any, slots: int) -> None:
+def warm_up(spark: Any, slots: int, first_stage: bool = False) -> None:
     """One small job shaped like a batch (a ``repartitionById`` shuffle into ``mapInPandas``,
     the fold's modules imported, collected with Arrow) over ``slots`` partitions: an idle new
     executor takes its tasks and starts its Python worker before a batch's task needs one.
 
-    Both stages import the fold's modules. An idle new executor takes a task of the first stage,
-    but when the shuffle's stage runs, a batch's task may hold it, and the Python tasks then went
-    to the old executor: in a chaos run's event log, each replacement's first fold task started
-    its Python worker (2.4 s, against 0.3-0.7 s warm)."""
-    (
-        spark.range(0, 256 * slots, numPartitions=slots)
-        .selectExpr("id AS key", f"CAST(id % {slots} AS INT) AS pid")
-        .mapInPandas(_warm_partition, "key long, pid int")
-        .repartitionById(slots, "pid")
-        .mapInPandas(_warm_partition, "key long, pid int")
-        .toPandas()
+    ``first_stage`` imports the fold's modules before the shuffle as well, for a replacement
+    executor (``faults.ExecutorMonitor``): it registers while batches run on every node, so it
+    takes a task of the first stage while idle, but by the shuffle's stage a batch's task may
+    hold it and the Python tasks went to the old executor (a chaos run's event log: each
+    replacement's first fold task then started its Python worker, 2.4 s against 0.3-0.7 s). A
+    scale-out's executor joins a round before routing uses it, stays idle, and takes the
+    shuffle's stage: the extra stage only added to the joining batch there (5.25 s against
+    4.49-4.93 s, one run), so the pool does without it."""
+    df = spark.range(0, 256 * slots, numPartitions=slots).selectExpr(
+        "id AS key", f"CAST(id % {slots} AS INT) AS pid"
     )
+    if first_stage:
+        df = df.mapInPandas(_warm_partition, "key long, pid int")
+    df.repartitionById(slots, "pid").mapInPandas(_warm_partition, "key long, pid int").toPandas()
 
 
 def _warm_partition(it: Iterator[Any]) -> Iterator[Any]:

@@ -219,7 +219,8 @@ class ExecutorMonitor:
         """Warm a replacement executor (``executor_pool.warm_up``) before batches need it."""
         t0 = time.monotonic()
         try:
-            warm_up(self.spark, max(2, self.spark.sparkContext.defaultParallelism))
+            slots = max(2, self.spark.sparkContext.defaultParallelism)
+            warm_up(self.spark, slots, first_stage=True)
         except Exception as exc:  # a warm-up must never fail a batch
             self.errors.append(f"warm-up of {executor_id}: {exc!r}"[:200])
             return
