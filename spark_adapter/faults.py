@@ -137,7 +137,6 @@ class ExecutorMonitor:
         self.fence = fence
         self.detector: FailureDetector | None = None
         self.transitions: list[Transition] = []
-        self.fenced: list[str] = []
         # each fencing: the executor, when (wall clock), and how long it had been silent
         self.fencings: list[dict[str, Any]] = []
         self.lost: set[str] = set()  # executors Spark lists as gone (not released)
@@ -184,24 +183,25 @@ class ExecutorMonitor:
                     if st is NodeStatus.UP and x not in self.fenced
                 ]
                 if live:  # fencing the last executor would stop the application
-                    self._fence(t.node, pids.get(t.node))
-                    silent = now - self.detector.last[t.node]
-                    self.fencings.append(
-                        {"executor": t.node, "at": time.time(), "silent_s": round(silent, 3)}
-                    )
+                    self._fence(t.node, pids.get(t.node), now - self.detector.last[t.node])
         self.transitions += tr
         return tr
+
+    @property
+    def fenced(self) -> list[str]:
+        """The executors fenced, in order."""
+        return [f["executor"] for f in self.fencings]
 
     def report(self) -> dict[str, list[Any]]:
         """What a run reports of its executors: those fenced, each fencing (when, and how long
         the executor had been silent), and the replacements warmed."""
         return {
-            "executors_fenced": list(self.fenced),
+            "executors_fenced": self.fenced,
             "executor_fencings": list(self.fencings),
             "executors_warmed": list(self.warmed),
         }
 
-    def _fence(self, executor_id: str, pid: int | None) -> None:
+    def _fence(self, executor_id: str, pid: int | None, silent_s: float) -> None:
         """End a failed executor: by pid when it runs on this machine (SIGKILL: a stopped
         process cannot act on a polite request, and the cluster manager reports the exit at
         once and starts a replacement); through Spark otherwise (``killExecutor``). Asking
@@ -213,7 +213,9 @@ class ExecutorMonitor:
         else:
             with contextlib.suppress(Exception):
                 lose_executor(self.spark, executor_id)
-        self.fenced.append(executor_id)
+        self.fencings.append(
+            {"executor": executor_id, "at": time.time(), "silent_s": round(silent_s, 3)}
+        )
 
     def _warm(self, executor_id: str) -> None:
         """Warm a replacement executor (``executor_pool.warm_up``) before batches need it."""

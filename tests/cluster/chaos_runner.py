@@ -27,6 +27,7 @@ import numpy as np
 
 from controller.scenario import load_scenario
 from controller.spark_replay import replay_spark
+from spark_adapter.batchstats import read_batch_stats
 from spark_adapter.faults import executor_pids, kill_executor, stop_executor
 from spark_adapter.session import make_session
 
@@ -51,11 +52,8 @@ def schedule(seed: int) -> list[tuple[int, str]]:
 
 def batch_spans(workdir: Path) -> list[list[float]]:
     """[started_at, ended_at] (wall clock) of each batch, from its statistics file."""
-    out = []
-    for f in sorted((workdir / "metrics").glob("batch-*.json")):
-        st = json.loads(f.read_text())
-        out.append([st["info"]["started_at"], st["info"]["started_at"] + st["duration_s"]])
-    return out
+    stats = [read_batch_stats(f) for f in sorted((workdir / "metrics").glob("batch-*.json"))]
+    return [[st.info["started_at"], st.info["started_at"] + st.duration_s] for st in stats]
 
 
 def recoveries(faults: list[dict], fencings: list[dict], spans: list[list[float]]) -> list[dict]:
