@@ -213,8 +213,9 @@ def against_targets(out: dict[str, dict[str, Any]], tick: float) -> str:
         lines.append(
             f"run {r}: LP p99 {p99:.1f} triggers ({'met' if p99 <= 3 else 'not met'}), "
             f"backlog at most {lp['backlog_max']} segments against none's "
-            f"{out['none']['backlog_max']}; LP kept {lp['kept'] / max(uni['kept'], 1):.3f}x "
-            f"uniform's rows ({'met' if lp['kept'] >= uni['kept'] else 'not met'})"
+            f"{out['none']['backlog_max']}; LP kept {lp['kept']} rows against uniform's "
+            f"{uni['kept']}, {lp['kept'] / max(uni['kept'], 1):.3f}x "
+            f"({'met' if lp['kept'] >= uni['kept'] else 'not met'})"
         )
     lp = [out[f"lp #{r}"]["arrival_to_commit_p99_s"] for r in range(1, REPEATS + 1)]
     timer = out[TIMER]
