@@ -150,15 +150,24 @@ def predict_live(sc: Any, ov: Any, method: str) -> dict[str, Any]:
     return predicted_live(load, sc.tick_s, ov.simulator.batch_model, sc.tick_s, skip=1)
 
 
+def _measured_predicted(
+    out: dict[str, dict[str, Any]], label: str
+) -> tuple[tuple[float, float], tuple[float, float]]:
+    """A run's batch duration p50 and p99, each as (measured, predicted); measured over its
+    batches with the first left out (as ``calibrate`` does)."""
+    dur = np.array(out[label]["durations"][1:])
+    p = out[label]["predicted"]
+    m50, m99 = (float(np.percentile(dur, q)) for q in (50, 99))
+    return (m50, p["predicted_batch_duration_p50"]), (m99, p["predicted_batch_duration_p99"])
+
+
 def _calibration_table(out: dict[str, dict[str, Any]]) -> str:
     """Measured (the run's batches, the first left out as ``calibrate`` does) against the
     calibrated simulator's live timeline."""
     rows = []
     for label, _ in _runs():
         r, p = out[label], out[label]["predicted"]
-        dur = np.array(r["durations"][1:])
-        m50, m99 = np.percentile(dur, 50), np.percentile(dur, 99)
-        q50, q99 = p["predicted_batch_duration_p50"], p["predicted_batch_duration_p99"]
+        (m50, q50), (m99, q99) = _measured_predicted(out, label)
         rows.append(
             f"| {label} | {m50:.2f} | {q50:.2f} | {q50 / m50:.2f} | {m99:.2f} | {q99:.2f} | "
             f"{q99 / m99:.2f} | {r['arrival_to_commit_p99_s']:.1f} | "
@@ -173,12 +182,9 @@ def _calibration_verdict(out: dict[str, dict[str, Any]]) -> str:
     within 20% of the measured, named with their ratios."""
     miss = []
     for label, _ in _runs():
-        dur = np.array(out[label]["durations"][1:])
-        p = out[label]["predicted"]
-        for q, key in ((50, "p50"), (99, "p99")):
-            ratio = p[f"predicted_batch_duration_{key}"] / np.percentile(dur, q)
-            if abs(ratio - 1.0) > 0.2:
-                miss.append(f"{label} {key} {ratio:.2f}")
+        for key, (m, q) in zip(("p50", "p99"), _measured_predicted(out, label), strict=True):
+            if abs(q / m - 1.0) > 0.2:
+                miss.append(f"{label} {key} {q / m:.2f}")
     verdict = f"not met on {len(miss)}: " + ", ".join(miss) if miss else "met on every run"
     return (
         f"Against the target (p50 and p99 of {len(_runs())} runs): {verdict}. The simulator "
