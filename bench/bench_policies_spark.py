@@ -4,7 +4,8 @@ Run: .venv/bin/python -m bench.bench_policies_spark [placement] [shedding] [spli
 ROD: ``scenarios/spark-bursty-rod.yaml`` replayed with LLF's and ROD's initial placements at
 a few input scales; the sustained burst rate is where a method's burst batches reach the tick.
 Shedding (``bench.shedding_spark``): ``scenarios/spark-overload-ramp.yaml`` live (the daemon,
-a live driver, a paced writer) with no shedding, uniform and LP. Split (``bench.split_spark``):
+a live driver, a paced writer; its stream split into an expensive and a cheap branch) with no
+shedding, uniform and LP. Split (``bench.split_spark``):
 ``scenarios/spark-split-shed.yaml``, LP drops after a split against uniform drops.
 Workload: ``scenarios/spark-anticorrelated.yaml``: a windowed count over 16 key groups in two
 classes whose popularity swings anti-phased (period 20 micro-batches of 2 s, depth 0.8), 200 us

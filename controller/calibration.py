@@ -23,6 +23,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from controller.scenario import ScenarioFile
+from controller.spark_view import spark_view
 from core.scenario import BatchModel
 from core.workload import rates
 from spark_adapter.batchstats import BatchStats, read_batch_stats
@@ -217,7 +218,9 @@ def overlay_yaml(ov: CalibrationOverlay) -> str:
 def apply_overlay(scenario: ScenarioFile, ov: CalibrationOverlay) -> ScenarioFile:
     """The scenario with the overlay's operator costs, rate scale and batch model, its nodes'
     capacities scaled to what a batch leaves after its fixed costs (``BatchModel.capacity``):
-    the calibrated simulator's controller plans with the capacity Spark's plans with."""
+    the calibrated simulator's controller plans with the capacity Spark's plans with. It is
+    the scenario's Spark view (``controller.spark_view``): the network the pipeline runs, whose
+    partitions the calibration measured."""
     if ov.calibration.scenario != scenario.name:
         raise ValueError(
             f"calibration: fitted on scenario {ov.calibration.scenario!r}, not {scenario.name!r}"
@@ -239,7 +242,8 @@ def apply_overlay(scenario: ScenarioFile, ov: CalibrationOverlay) -> ScenarioFil
     share = bm.capacity(scenario.tick_s)  # what a batch leaves for work, as Spark's controller
     nodes = [n.model_copy(update={"capacity": n.capacity * share}) for n in scenario.cluster.nodes]
     cluster = scenario.cluster.model_copy(update={"nodes": nodes})
-    return scenario.model_copy(update={"operators": ops, "simulator": sim, "cluster": cluster})
+    cal = scenario.model_copy(update={"operators": ops, "simulator": sim, "cluster": cluster})
+    return spark_view(cal)
 
 
 def predicted_batches(

@@ -17,8 +17,9 @@ from controller.placements import PLACEMENTS, placement_method
 from controller.policy import Context, ControlPolicy
 from controller.routing import RoutingPolicy
 from controller.scenario import ScenarioFile, load_scenario
+from controller.spark_view import keyed_stage
 from core.cluster import Cluster, Node
-from core.topology import OperatorSpec, QueryNetwork
+from core.topology import QueryNetwork
 from core.workload import mean_key_group_shares, rates
 from simulator import Simulator
 from simulator.looping import LoopingSimulator
@@ -98,16 +99,7 @@ def spark_context(
         }
         bm = calibration.simulator.batch_model
         cap = bm.capacity(scenario.tick_s)
-    op = OperatorSpec(
-        query.op_id,
-        "aggregate",
-        tuple(streams),
-        max(cost.values()),
-        1.0,
-        query.key_groups,
-        stream_cost_us=tuple(cost.items()),
-    )
-    net = QueryNetwork(tuple(streams), (op,))
+    net = keyed_stage(query.op_id, query.key_groups, cost)
     ids = [s.id for s in scenario.streams]
     pos = [ids.index(query.stream_of(s)) for s in streams]
     # a key group's load per stream follows that stream's declared key distribution

@@ -320,6 +320,11 @@ class Scenario(BaseModel):
                 out.append((f.stream, start, end))
         return out
 
+    def rate_sources(self) -> list[int]:
+        """For each stream, the stream whose rate process it follows (itself here; the
+        streams of a split's paths follow their input stream, ``controller.spark_view``)."""
+        return list(range(len(self.streams)))
+
     @property
     def ticks(self) -> int:
         """Number of ticks in the scenario."""

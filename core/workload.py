@@ -99,8 +99,12 @@ def rates(scenario: Scenario) -> Array:
     """``(ticks, streams)`` expected arrivals per tick (rate x tick length)."""
     t = np.arange(scenario.ticks) * scenario.tick_s
     rng = np.random.default_rng(scenario.seed)
-    cols = [rate_series(s.rate, t, rng, scenario.base_dir) for s in scenario.streams]
-    return np.stack(cols, axis=1) * scenario.tick_s
+    src = scenario.rate_sources()  # streams that copy another's rows share its series
+    own = {
+        i: rate_series(scenario.streams[i].rate, t, rng, scenario.base_dir)
+        for i in sorted(set(src))
+    }
+    return np.stack([own[i] for i in src], axis=1) * scenario.tick_s
 
 
 def key_probabilities(spec: KeySpec, rotation: int = 0) -> Array:

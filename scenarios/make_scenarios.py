@@ -682,15 +682,28 @@ def elastic_scenarios() -> None:
 
 
 def overload_spark() -> None:
-    """The overload ramp for Spark: shedding, not scaling, is the answer (2 partitions fixed)."""
-    low, high = 3000.0, 20000.0  # at --scale 0.1: 0.6 and 4 executor-cores of work
+    """The overload ramp for Spark: shedding, not scaling, is the answer (2 partitions fixed).
+    Its stream is parsed once and split into an expensive and a cheap branch that meet at the
+    keyed count, so the LP has a choice (drop the expensive branch after the split) where
+    uniform shedding drops both alike."""
+    low, high = 1500.0, 10000.0  # at --scale 0.1: about 0.6 and 4 executor-cores of work
+    keys = {
+        "space": 1000,
+        "distribution": "zipf",
+        "s": 0.8,
+        "shifts": [{"at_s": 30.0, "rotate": 750}],
+    }
     write(
         "spark-overload-ramp",
         {
             "description": "A keyed windowed count on 2 partitions whose input ramps from 0.6 "
             "to 4 executor-cores of work (twice what the 2 partitions hold, at replay scale "
             "0.1) from 30 s to 54 s, holds until 72 s, and falls back: the LP sheds through "
-            "the peak and lifts its drops after it. The hot keys change as the ramp starts "
+            "the peak and lifts its drops after it. The stream is parsed once and split: each "
+            "row goes through an enrichment (2.4 ms a row) and straight on (0.1 ms), and both "
+            "branches feed the count, where every row is worth the same; so the LP drops the "
+            "enriched branch first (after the split), where uniform shedding drops both "
+            "alike. The hot keys change as the ramp starts "
             "(the zipf ranking rotates by three quarters of the key space at 30 s), so the key groups' "
             "loads before it differ from the declared mean and correlation placement moves "
             "key groups. The first 30 s let a live pipeline warm up and the controller fill "
@@ -700,25 +713,49 @@ def overload_spark() -> None:
             "tick_s": 3.0,
             "cluster": nodes(2),
             "simulator": {"rate_scale": 0.1},
-            **spark_count_k(
+            "streams": [
                 {
-                    "kind": "piecewise",
-                    "pieces": [
-                        {
-                            "from_s": 0.0,
-                            "rate": {
-                                "kind": "ramp",
-                                "start": low,
-                                "end": high,
-                                "from_s": 30.0,
-                                "to_s": 54.0,
+                    "id": "s",
+                    "rate": {
+                        "kind": "piecewise",
+                        "pieces": [
+                            {
+                                "from_s": 0.0,
+                                "rate": {
+                                    "kind": "ramp",
+                                    "start": low,
+                                    "end": high,
+                                    "from_s": 30.0,
+                                    "to_s": 54.0,
+                                },
                             },
-                        },
-                        {"from_s": 72.0, "rate": {"kind": "constant", "rate": low}},
-                    ],
+                            {"from_s": 72.0, "rate": {"kind": "constant", "rate": low}},
+                        ],
+                    },
+                    "keys": keys,
+                }
+            ],
+            "operators": [
+                {"id": "parse", "kind": "map", "inputs": ["s"], "cost_us": 100.0},
+                {
+                    "id": "enrich",
+                    "kind": "map",
+                    "inputs": ["parse"],
+                    "cost_us": 2400.0,
+                    "params": {"expr": "v * 2"},
                 },
-                shifts=[{"at_s": 30.0, "rotate": 750}],
-            ),
+                {"id": "direct", "kind": "map", "inputs": ["parse"], "cost_us": 100.0},
+                {"id": "merged", "kind": "union", "inputs": ["enrich", "direct"], "cost_us": 0.0},
+                {
+                    "id": "count_k",
+                    "kind": "aggregate",
+                    "inputs": ["merged"],
+                    "cost_us": 700.0,
+                    "key_groups": 8,
+                    "window": {"size_s": 12, "slide_s": 3},
+                    "params": {"key": "k", "agg": "count"},
+                },
+            ],
             "controller": {
                 "interval_s": 6,
                 "window_k": 4,

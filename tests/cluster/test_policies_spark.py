@@ -1,6 +1,7 @@
 """The daemon steers a live Spark pipeline with correlation placement and LP shedding: a paced
 writer, a live driver and the controller in external mode on ``spark-overload-ramp``, whose
-input ramps to twice what the 2 partitions hold and falls back."""
+input ramps to twice what the 2 partitions hold and falls back, and whose stream is split into
+an expensive and a cheap branch (the LP drops after the split)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ SEGMENTS = 44
 
 def test_the_daemon_places_and_sheds_a_live_overloaded_pipeline(tmp_path: Path) -> None:
     """Placements change, keep fractions fall below 1 through the peak and return to 1 after
-    it, and the sink is exactly the reference with the drops each batch pinned."""
+    it, the LP drops the expensive branch after the split before the cheap one, and the sink
+    is exactly the reference with the drops each batch pinned."""
     sc_path, work = SCENARIOS / "spark-overload-ramp.yaml", tmp_path / "pipe"
     cfg = daemon_config(
         tmp_path,
@@ -42,10 +44,18 @@ def test_the_daemon_places_and_sheds_a_live_overloaded_pipeline(tmp_path: Path) 
         pins = db.execute("SELECT batch_id, plan_version FROM pins ORDER BY batch_id").fetchall()
     plans = {v: json.loads((work / "plans" / f"v{v:06d}.json").read_text()) for _, v in pins}
     keep = [min(plans[v]["shed"]["keep"] or [1.0]) for _, v in pins]
+    sheds = [plans[v]["shed"] for _, v in pins]
+    by_loc = [dict(zip(x["locations"], x["keep"], strict=True)) for x in sheds]
+    enrich = [k.get("s:parse->enrich", 1.0) for k in by_loc]
+    direct = [k.get("s:parse->direct", 1.0) for k in by_loc]
     placed = [tuple(plans[v]["placement"]["assignment"]) for _, v in pins]
     shed_at = [i for i, k in enumerate(keep) if k < 1.0]
     assert shed_at, keep  # the LP shed through the peak
     assert keep[-1] == 1.0 and any(k == 1.0 for k in keep[shed_at[-1] :]), keep  # and lifted
+    # the drops land after the split, on the expensive branch first: a batch ran with the
+    # enriched branch cut below the cheap one, and the cheap one never lower
+    assert any(e < d for e, d in zip(enrich, direct, strict=True)), (enrich, direct)
+    assert all(e <= d for e, d in zip(enrich, direct, strict=True)), (enrich, direct)
     assert len(set(placed)) > 1, placed  # correlation placement moved key groups
     with contextlib.closing(sqlite3.connect(tmp_path / "decisions.sqlite")) as db:
         reasons = [r for (r,) in db.execute("SELECT reason FROM rounds WHERE applied = 1")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from controller.scenario import load_scenario
+from controller.scenario import ScenarioFile, load_scenario
 from controller.wiring import make_policy
 from core.cluster import NodeStatus
 from core.observation import Observation
@@ -31,8 +31,19 @@ def _obs(plan: Plan, rates: list[float], backlog_s: float) -> Observation:
     )
 
 
+def _keyed_count() -> ScenarioFile:
+    """A keyed count on 2 nodes (2,000 us a row, one input) with LP shedding at 0.9 headroom
+    (``spark-elastic-ramp`` without its scaling, so only shedding answers overload)."""
+    sc = load_scenario(SCENARIOS / "spark-elastic-ramp.yaml")
+    c = sc.controller
+    return sc.with_controller(
+        shedding=c.shedding.model_copy(update={"method": "lp", "headroom": 0.9}),
+        scaling=c.scaling.model_copy(update={"enabled": False}),
+    )
+
+
 def _keep(rates: list[float], backlog_s: float = 0.0) -> tuple[float, dict]:  # type: ignore[type-arg]
-    policy = make_policy(load_scenario(SCENARIOS / "spark-overload-ramp.yaml"))
+    policy = make_policy(_keyed_count())
     plan = policy.initial_plan()
     obs = _obs(plan, rates, backlog_s)
     d = policy.decide(obs.unit_load, obs.node_load, plan, obs)

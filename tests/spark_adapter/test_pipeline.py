@@ -206,17 +206,21 @@ def test_metrics_name_the_hot_partition(spark, tmp_path: Path) -> None:  # type:
 
 def test_the_observed_input_rate_is_the_offered_rate_under_drops(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """The controller sees what arrived, not what its own drops kept: a shed batch's rows are
-    divided by their keep. Counting the kept rows made the LP under-shed and oscillate."""
+    divided by their keep. Counting the kept rows made the LP under-shed and oscillate. On the
+    overload ramp's split, the enriched branch dropped after the split and the direct one kept
+    whole both show the input's rate (every row is copied to both)."""
     sc, q, pipe = make(spark, tmp_path, name="spark-overload-ramp", segments=1, scale=0.1)
-    (stream,) = q.sides
+    enrich, direct = paths = list(q.sides)
+    assert [q.stream_of(p) for p in paths] == ["s", "s"]
     table = [i % 2 for i in range(q.key_groups)]
-    pipe.plans.publish(plan(q, table, keep={stream: 0.4}))
+    pipe.plans.publish(plan(q, table, keep={enrich: 0.4, direct: 1.0}))
     st = pipe.process(segment(spark, pipe, 0), 0)
     offered = len(pipe.input.read())
-    assert st.info["stream_keep"] == {stream: 0.4}
-    assert 0.3 * offered < st.stream_rows[stream] < 0.5 * offered  # the drops kept ~40%
-    obs = observation_from_batches([st], 2, [stream], sc.tick_s, 0)
-    assert obs.input_rates[0, 0] == pytest.approx(offered / sc.tick_s, rel=0.1)
+    assert st.info["stream_keep"] == {enrich: 0.4}  # a location that keeps all is not listed
+    assert 0.3 * offered < st.stream_rows[enrich] < 0.5 * offered  # the drops kept ~40%
+    assert st.stream_rows[direct] == offered
+    obs = observation_from_batches([st], 2, paths, sc.tick_s, 0, ["s", "s"])
+    assert obs.input_rates[:, 0] == pytest.approx([offered / sc.tick_s] * 2, rel=0.1)
     pipe.cleanup()
 
 
