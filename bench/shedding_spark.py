@@ -256,7 +256,7 @@ Command: `.venv/bin/python -m bench.bench_policies_spark shedding` ({environment
 
 
 `spark-overload-ramp` run live on {RAMP_MASTER}: a writer adds a {tick:.0f} s segment every
-{tick:.0f} s ({RAMP_SEGMENTS} segments, the input ramping from 0.6 to 4 executor-cores of work,
+{tick:.0f} s ({RAMP_SEGMENTS} segments, the input ramping from 0.4 to 4 executor-cores of work,
 holding, and falling back at replay scale 0.1), the driver runs a micro-batch every {tick:.0f} s,
 and its stream is parsed once and split: every row goes through an enrichment (2.4 ms a row)
 and straight on (0.1 ms), and both branches feed the keyed count (0.7 ms a row), where every

@@ -26,7 +26,8 @@ def test_the_dry_batch_runs_the_query_and_leaves_nothing_behind(spark: Any) -> N
     done = ws.warm_start(spark, sc, compile_query(sc), 2)
     assert "failed" not in done, done
     assert done["dry_batches"] == 1  # the pipeline itself ran one batch over the segment
-    # the scenario's first tick (9,000 rows) scaled down to about DRY_ROWS
+    assert done["dry_snapshots"] == 1  # and wrote a state snapshot (a live driver's first was cold)
+    # the scenario's first tick (3,000 rows) scaled down to about DRY_ROWS
     assert 0.5 * ws.DRY_ROWS <= done["dry_rows"] <= 2 * ws.DRY_ROWS
     assert done["executors"] is None and done["wait_s"] < 1.0  # local[2]: nothing to wait for
     assert _warm_dirs() == before
