@@ -258,16 +258,15 @@ Command: `.venv/bin/python -m bench.bench_policies_spark shedding` ({environment
 `spark-overload-ramp` run live on {RAMP_MASTER}: a writer adds a {tick:.0f} s segment every
 {tick:.0f} s ({RAMP_SEGMENTS} segments, the input ramping from 0.4 to 4 executor-cores of work,
 holding, and falling back at replay scale 0.1), the driver runs a micro-batch every {tick:.0f} s,
-and its stream is parsed once and split: every row goes through an enrichment (2.4 ms a row)
-and straight on (0.1 ms), and both branches feed the keyed count (0.7 ms a row), where every
-row is worth 1. The LP can drop the enriched branch after the split and keep the cheap one;
-uniform drops both alike. On Spark each branch is a path stream (`{paths[0]}`,
-`{paths[1]}`), charged where its rows fold;
 and the daemon in external mode (correlation-twoway placement; a round as soon as a batch's
 statistics land, `control.on_batch`, and at the latest every {tick:.0f} s) sheds with the method
 named (target: with `lp`, end-to-end latency p99 at most 3 trigger intervals
 and the backlog bounded, where `none`'s grows through the ramp; LP's weighted output at least
-uniform's). Latency: each segment's arrival in the input log to its batch's commit. The writer
+uniform's). The stream is parsed once and split: every row goes through an enrichment (2.4 ms
+a row) and straight on (0.1 ms), and both branches feed the keyed count (0.7 ms a row), where
+every row is worth 1. The LP can drop the enriched branch after the split and keep the cheap
+one; uniform drops both alike. On Spark each branch is a path stream (`{paths[0]}`,
+`{paths[1]}`), charged where its rows fold. Latency: each segment's arrival in the input log to its batch's commit. The writer
 starts once the driver is ready and lands each segment half a trigger before the driver's
 trigger fires (`input generate --lead-s`; Spark's processing-time trigger fires on multiples of
 the interval since the epoch): the mean wait of a writer at a random phase, and what the
