@@ -136,7 +136,8 @@ def _warm_session(scenario_path: str, role: str, o: DriverOptions) -> tuple[Any,
         o.master, f"trimtab-driver-{role}", {"spark.sql.shuffle.partitions": str(o.partitions)}
     )
     sc = load_scenario(scenario_path)
-    return spark, sc, warm_start(spark, sc, compile_query(sc, o.partition_speeds), o.partitions)
+    q = compile_query(sc, o.partition_speeds)
+    return spark, sc, warm_start(spark, sc, q, o.partitions, snapshot=o.snapshot_every > 0)
 
 
 def _heartbeat(lease: Lease, holder: str, epoch: int) -> threading.Event:

@@ -31,6 +31,8 @@ def test_the_dry_batch_runs_the_query_and_leaves_nothing_behind(spark: Any) -> N
     assert 0.5 * ws.DRY_ROWS <= done["dry_rows"] <= 2 * ws.DRY_ROWS
     assert done["executors"] is None and done["wait_s"] < 1.0  # local[2]: nothing to wait for
     assert _warm_dirs() == before
+    # a driver that takes no snapshots does not pay for one
+    assert ws.warm_start(spark, sc, compile_query(sc), 2, snapshot=False)["dry_snapshots"] == 0
 
 
 def test_a_warm_start_that_fails_leaves_the_driver_running(
