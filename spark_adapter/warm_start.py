@@ -5,9 +5,10 @@ A new session's first batch pays the cold paths of everything it touches once: t
 Python workers and the fold's imports, the JVMs' Parquet reader and writer, the shuffle, the
 cached state, the driver's plan compilation. On local-cluster[2,1,1024] the first batch of
 ``spark-overload-ramp`` (then one branch) took 10.7-11.6 s for 1 s of operator work (later
-batches: about 2 s), so a live run started with a backlog of 4 segments that the first latencies carried (up to 20
-s at a 3 s trigger). A batch-shaped job alone (``executor_pool.warm_up``) left 7 s of it: most
-was the file source's first read and the output's first write. So the driver waits until the
+batches: about 2 s), so a live run started with a backlog of 4 segments that the first
+latencies carried (up to 20 s at a 3 s trigger). A batch-shaped job alone
+(``executor_pool.warm_up``) left 7 s of it: most was the file source's first read and the
+output's first write. So the driver waits until the
 executors its master starts have registered, then runs the pipeline itself, with the query it
 will run, over one small generated segment in a temporary directory (a round-robin plan, every
 window left open) and removes the directory. Nothing of the user's working directory is read

@@ -12,7 +12,7 @@ from controller.calibration import (
     apply_overlay,
 )
 from controller.replay import replay_sim
-from controller.scenario import load_scenario
+from controller.scenario import ScenarioFile, load_scenario
 from controller.spark_view import SparkView, spark_view
 from controller.wiring import spark_context
 from core.scenario import BatchModel
@@ -88,8 +88,8 @@ def test_the_calibrated_simulator_spreads_a_stateless_operator_over_the_partitio
     assert isinstance(cal, SparkView)
     own = sc.model_copy(update={"simulator": cal.simulator, "cluster": cal.cluster})
 
-    def busiest_share(s: object) -> float:
-        load = replay_sim(s, shedding="none").series.node_load.to_numpy()  # type: ignore[arg-type]
+    def busiest_share(s: ScenarioFile) -> float:
+        load = replay_sim(s, shedding="none").series.node_load.to_numpy()
         peak = load.sum(axis=1).argmax()
         return float(load[peak].max() / load[peak].sum())
 
