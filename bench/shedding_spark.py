@@ -117,6 +117,7 @@ def overload_ramp() -> dict[str, dict[str, Any]]:
                 out["calibration"] |= {"batch_s": ov.simulator.batch_model.batch_overhead_s}
                 out["calibration"] |= {"task_s": ov.simulator.batch_model.task_overhead_s}
                 out["calibration"] |= {"plan_s": ov.simulator.batch_model.planning_overhead_s}
+                out["calibration"] |= {"model": ov.simulator.batch_model}
             out[label] = {"predicted": predict_live(sc, ov, m)}
             v = verify_workdir(work, compile_query(sc), input_dir=tmp / "ref")
             stats = [read_batch_stats(f) for f in sorted((work / "metrics").glob("*.json"))]
@@ -199,6 +200,21 @@ def _calibration_table(out: dict[str, dict[str, Any]]) -> str:
             f"{p['predicted_backlog_max']} | {len(r['durations'])} | {p['predicted_batches']} |"
         )
     return "\n".join(rows)
+
+
+def _warmup_text(cal: dict[str, Any]) -> str:
+    """The calibrated batch model's fixed cost, in words."""
+    m = cal["model"]
+    o, w = m.batch_overhead_s + m.task_overhead_s, m.warmup
+    if w is None:
+        return f"charges every batch {o:.2f} s (the `none` run fitted no warm-up)."
+    return (
+        f"(`BatchModel.warmup`, fitted on the `none` run) charges {o:.2f} s at batch "
+        f"{w.at_batch:.0f}, {w.slope_s:.2f} s more (less) per e-fold of batches before (after) "
+        f"it, and at least {w.floor_s + m.task_overhead_s:.2f} s: {float(m.fixed_s(1)):.2f} s "
+        f"at batch 1, {float(m.fixed_s(5)):.2f} s at batch 5, {float(m.fixed_s(28)):.2f} s at "
+        "batch 28."
+    )
 
 
 def _fixed_table(out: dict[str, dict[str, Any]]) -> str:
@@ -340,10 +356,10 @@ watermark, is not one the timeline predicts).
 
 {_calibration_verdict(out)}
 
-The model charges every batch one fixed cost, {cal["batch_s"] + cal["task_s"]:.2f} s (the `none`
-run's median). A live batch's fixed cost (its duration less its busiest partition's busy time:
-planning, task scheduling, output and commit) is not one number; its median by phase of the
-ramp, by the tick each batch began reading (the first batch left out):
+A live batch's fixed cost (its duration less its busiest partition's busy time: planning,
+task scheduling, output and commit) falls as the driver runs batches; its median by phase of
+the ramp, by the tick each batch began reading (the first batch left out), below. The model
+{_warmup_text(cal)}
 
 | run | before the ramp (s) | ramp and hold (s) | after it (s) |
 |---|---|---|---|

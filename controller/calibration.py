@@ -10,7 +10,11 @@ saw over the rows the scenario expects for the same ticks, and carries ``t0`` an
 simulator's ``batch_model``: a tick whose busiest node has ``w`` CPU-seconds of work is a batch
 of ``o + t0 + w`` seconds (``predicted_batches``). Capacity (``BatchModel.capacity``) is planned
 with the 90th percentile of those fixed costs (``planning_overhead_s``): a plan that fills what
-the median leaves overruns its trigger in every other batch.
+the median leaves overruns its trigger in every other batch. A driver's fixed cost falls as it
+runs batches (its JVM and Python workers warm up: on the live overload ramp about 0.9 s a batch
+in its first ten batches, 0.55 s after thirty); when a run's fixed costs fall with the batch id,
+the overlay carries the fall per e-fold of batches (``BatchModel.warmup``), and predictions
+charge batch ``b`` ``fixed_s(b)``.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from controller.scenario import ScenarioFile
 from controller.spark_view import spark_view
-from core.scenario import BatchModel
+from core.scenario import BatchModel, Warmup
 from core.workload import rates
 from spark_adapter.batchstats import BatchStats, read_batch_stats
 
@@ -116,6 +120,24 @@ def fit_batches(batches: list[BatchStats]) -> dict[str, float]:
         "r2": r2,
         "p50": float(np.percentile(dur, 50)),
         "p99": float(np.percentile(dur, 99)),
+    } | _warmup(np.array([b.batch_id for b in batches], dtype=float), dur - work)
+
+
+WARMUP_MIN_S = 0.01  # a fall under 10 ms per e-fold of batches is no warm-up
+
+
+def _warmup(batch: np.ndarray, fixed: np.ndarray) -> dict[str, float]:
+    """The fixed cost's fall as the driver runs batches: the least-squares slope of each
+    batch's fixed cost on ``ln(1 + batch id)`` (``warm_slope``, s per e-fold, 0 when it does
+    not fall by ``WARMUP_MIN_S``), anchored at the median batch id, floored at the fixed
+    costs' 10th percentile."""
+    slope = 0.0
+    if batch.size >= 3 and np.ptp(batch) > 0:
+        slope = -float(np.polyfit(np.log1p(batch), fixed, 1)[0])
+    return {
+        "warm_slope": slope if slope >= WARMUP_MIN_S else 0.0,
+        "warm_at": float(np.median(batch)),
+        "warm_floor": max(float(np.percentile(fixed, 10)), 0.0),
     }
 
 
@@ -178,7 +200,14 @@ def calibrate(
         simulator=SimulatorOverlay(
             rate_scale=scale,
             batch_model=BatchModel(
-                task_overhead_s=f["t0"], batch_overhead_s=f["o"], planning_overhead_s=f["o90"]
+                task_overhead_s=f["t0"],
+                batch_overhead_s=f["o"],
+                planning_overhead_s=f["o90"],
+                warmup=Warmup(
+                    slope_s=f["warm_slope"], at_batch=f["warm_at"], floor_s=f["warm_floor"]
+                )
+                if f["warm_slope"] > 0
+                else None,
             ),
         ),
         operators={op.id: OperatorCost(cost_us=op.cost_us * k) for op in scenario.operators},
@@ -255,7 +284,7 @@ def predicted_batches(
     busiest = model.task_overhead_s + np.asarray(node_load, dtype=float)[skip:].max(axis=1) * tick_s
     if busiest.size == 0:
         return {}
-    dur = model.batch_overhead_s + busiest
+    dur = model.fixed_s(np.arange(skip, skip + busiest.size)) - model.task_overhead_s + busiest
     return {
         "predicted_batch_duration_p50": float(np.percentile(dur, 50)),
         "predicted_batch_duration_p99": float(np.percentile(dur, 99)),

@@ -10,8 +10,9 @@ module replays that timeline with the calibrated batch model:
 * a batch starts at the next trigger time (a multiple of ``trigger_s``) after the previous
   batch started, or at once when the previous one overran it, and only if a segment arrived
   (a streaming query runs no empty batches);
-* it takes ``batch_overhead_s + task_overhead_s + w``, with ``w`` the busiest node's
-  CPU-seconds over the segments it took (the work is the offered load after drops);
+* batch ``k`` takes ``fixed_s(k) + w`` (``BatchModel.fixed_s``: the fixed costs, falling
+  as the driver warms up when the calibration fitted a warm-up), with ``w`` the busiest
+  node's CPU-seconds over the segments it took (the work is the offered load after drops);
 * a segment's latency is its batch's end less its arrival; the backlog of a batch is the
   number of segments it took.
 """
@@ -49,7 +50,6 @@ def live_timeline(
     ticks = load.shape[0]
     arrive = (np.arange(ticks) + phase) * tick_s
     cum = np.vstack([np.zeros((1, load.shape[1])), np.cumsum(load * tick_s, axis=0)])
-    fixed = model.batch_overhead_s + model.task_overhead_s
     out: list[dict[str, Any]] = []
     end, due, i = 0.0, 0.0, 0
     while i < ticks:
@@ -57,7 +57,7 @@ def live_timeline(
         if arrive[i] > start:  # idle: the first trigger after the next segment arrives
             start = math.ceil(arrive[i] / trigger_s - 1e-9) * trigger_s
         j = int(np.searchsorted(arrive, start, side="right"))
-        dur = fixed + float((cum[j] - cum[i]).max())
+        dur = float(model.fixed_s(len(out))) + float((cum[j] - cum[i]).max())
         end = start + dur
         out.append(
             {

@@ -11,7 +11,13 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from controller.calibration import calibrate, fit_batches, predicted_batches
+from controller.calibration import (
+    calibrate,
+    fit_batches,
+    load_overlay,
+    overlay_yaml,
+    predicted_batches,
+)
 from controller.cli import app
 from controller.scenario import load_scenario
 from core.scenario import BatchModel
@@ -245,3 +251,32 @@ def test_the_daemon_refuses_a_calibration_of_another_scenario(tmp_path: Path) ->
         make_daemon_wiring(load_settings(None, **base))
     base["substrate"]["calibration"] = str(tmp_path / "missing.yaml")
     assert any("substrate.calibration" in p for p in path_problems(load_settings(None, **base)))
+
+
+def test_a_fixed_cost_that_falls_as_the_driver_runs_is_fitted_as_a_warm_up(tmp_path: Path) -> None:
+    """Batches whose fixed cost falls 0.3 s per e-fold of batches run: the fit recovers the
+    slope, anchors it at the median batch and floors it; predictions charge an early batch
+    more than a late one. Constant fixed costs fit no warm-up (the other tests' batches)."""
+    batches = _batches(24)
+    for b in batches:
+        b.duration_s += 0.3 * (np.log1p(12.0) - np.log1p(b.batch_id))
+    f = fit_batches(batches[1:])
+    assert f["warm_slope"] == pytest.approx(0.3, abs=1e-9)
+    assert f["warm_at"] == 12.0 and f["o"] == pytest.approx(OVER, abs=1e-9)
+    assert f["warm_floor"] < OVER
+    ov = calibrate(_workdir(tmp_path, batches), skip=1)
+    (tmp_path / "o.yaml").write_text(overlay_yaml(ov))  # the file round-trips with it
+    bm = load_overlay(tmp_path / "o.yaml").simulator.batch_model
+    assert bm.warmup is not None and bm.warmup.slope_s == pytest.approx(0.3, abs=1e-9)
+    flat = np.full((24, 2), 0.25)  # the same work every tick: only the fixed cost differs
+    early = bm.fixed_s(1)
+    assert early == pytest.approx(OVER + T0 + 0.3 * (np.log1p(12.0) - np.log1p(1.0)), abs=1e-9)
+    p = predicted_batches(flat, 2.0, bm, skip=1)  # batches 1..23: the median is batch 12
+    assert p["predicted_batch_duration_p50"] == pytest.approx(OVER + T0 + 0.5, abs=1e-9)
+    assert p["predicted_batch_duration_p99"] > OVER + T0 + 0.5 + 0.2
+    assert bm.fixed_s(23) < bm.batch_overhead_s + T0 < early
+    assert fit_batches(_batches())["warm_slope"] == 0.0
+    assert (
+        calibrate(_workdir(tmp_path / "flat", _batches()), skip=1).simulator.batch_model.warmup
+        is None
+    )

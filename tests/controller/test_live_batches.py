@@ -43,3 +43,18 @@ def test_predicted_live_summarises_the_timeline() -> None:
     assert p["predicted_batch_duration_p99"] == pytest.approx(
         np.percentile([x["duration_s"] for x in b], 99)
     )
+
+
+def test_a_warming_driver_takes_longer_over_its_first_batches() -> None:
+    """With a warm-up the fixed cost falls with the batch number: the timeline charges batch k
+    ``fixed_s(k)`` (1.2 s at the first, 1.0 s at the anchor), so the first batch is the longest
+    though every segment holds the same work; without one every batch pays 1 s."""
+    from core.scenario import Warmup
+
+    warm = FIXED.model_copy(update={"warmup": Warmup(slope_s=0.2, at_batch=np.e - 1, floor_s=0.5)})
+    b = live_timeline(np.full((4, 2), 0.25), 2.0, warm, 2.0)
+    d = [x["duration_s"] for x in b]
+    assert d[0] == pytest.approx(1.7) and d[0] > d[1] > d[2] > d[3], d
+    assert [x["duration_s"] for x in live_timeline(np.full((4, 2), 0.25), 2.0, FIXED, 2.0)] == [
+        pytest.approx(1.5)
+    ] * 4
