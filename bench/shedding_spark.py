@@ -260,6 +260,12 @@ def _table(out: dict[str, dict[str, Any]], tick: float) -> str:
     return "\n".join(rows)
 
 
+def _span(xs: list[float]) -> str:
+    """``lo-hi`` to one decimal, or the one value when they print alike."""
+    lo, hi = f"{min(xs):.1f}", f"{max(xs):.1f}"
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
 def against_targets(out: dict[str, dict[str, Any]], tick: float) -> str:
     """The targets judged on every LP run: p99 within 3 triggers, weighted output against the
     uniform run of the same round."""
@@ -277,7 +283,7 @@ def against_targets(out: dict[str, dict[str, Any]], tick: float) -> str:
     lp = [out[f"lp #{r}"]["arrival_to_commit_p99_s"] for r in range(1, REPEATS + 1)]
     timer = out[TIMER]
     lines.append(
-        f"rounds on batches against the timer alone: LP p99 {min(lp):.1f}-{max(lp):.1f} s "
+        f"rounds on batches against the timer alone: LP p99 {_span(lp)} s "
         f"against {timer['arrival_to_commit_p99_s']:.1f} s, max backlog "
         f"{max(out[f'lp #{r}']['backlog_max'] for r in range(1, REPEATS + 1))} against "
         f"{timer['backlog_max']} segments (one timer run)"
