@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from controller.scenario import ScenarioFile
 from controller.spark_view import spark_view
-from core.scenario import BatchModel, Warmup
+from core.batch_model import BatchModel, Warmup
 from core.workload import rates
 from spark_adapter.batchstats import BatchStats, read_batch_stats
 

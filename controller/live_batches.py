@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from core.scenario import BatchModel
+from core.batch_model import BatchModel
 
 __all__ = ["live_timeline", "predicted_live"]
 

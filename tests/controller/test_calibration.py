@@ -20,7 +20,7 @@ from controller.calibration import (
 )
 from controller.cli import app
 from controller.scenario import load_scenario
-from core.scenario import BatchModel
+from core.batch_model import BatchModel
 from spark_adapter.batchstats import BatchStats, write_batch_stats
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "spark-anticorrelated.yaml"
@@ -193,7 +193,7 @@ def test_a_calibration_sets_the_controllers_spark_model(tmp_path: Path) -> None:
     batch leaves for work, so LP shedding starts where batches stop keeping up."""
     from controller.calibration import load_overlay
     from controller.wiring import spark_context
-    from core.scenario import BatchModel
+    from core.batch_model import BatchModel
     from spark_adapter.query import compile_query
 
     work = _workdir(tmp_path / "w", _batches())

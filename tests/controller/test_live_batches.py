@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from controller.live_batches import live_timeline, predicted_live
-from core.scenario import BatchModel
+from core.batch_model import BatchModel
 
 FIXED = BatchModel(task_overhead_s=0.1, batch_overhead_s=0.9)  # 1 s per batch
 
@@ -49,7 +49,7 @@ def test_a_warming_driver_takes_longer_over_its_first_batches() -> None:
     """With a warm-up the fixed cost falls with the batch number: the timeline charges batch k
     ``fixed_s(k)`` (1.2 s at the first, 1.0 s at the anchor), so the first batch is the longest
     though every segment holds the same work; without one every batch pays 1 s."""
-    from core.scenario import Warmup
+    from core.batch_model import Warmup
 
     warm = FIXED.model_copy(update={"warmup": Warmup(slope_s=0.2, at_batch=np.e - 1, floor_s=0.5)})
     b = live_timeline(np.full((4, 2), 0.25), 2.0, warm, 2.0)

@@ -15,7 +15,7 @@ from controller.replay import replay_sim
 from controller.scenario import ScenarioFile, load_scenario
 from controller.spark_view import SparkView, spark_view
 from controller.wiring import spark_context
-from core.scenario import BatchModel
+from core.batch_model import BatchModel
 from core.workload import rates
 from spark_adapter.query import compile_query
 from tests.conftest import SCENARIOS
