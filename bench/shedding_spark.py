@@ -114,9 +114,6 @@ def overload_ramp() -> dict[str, dict[str, Any]]:
                 ov = calibrate(work, sc, skip=1)
                 (tmp / "calibration.yaml").write_text(overlay_yaml(ov))
                 out["calibration"] = {"us_per_row": ov.calibration.measured_us_per_row}
-                out["calibration"] |= {"batch_s": ov.simulator.batch_model.batch_overhead_s}
-                out["calibration"] |= {"task_s": ov.simulator.batch_model.task_overhead_s}
-                out["calibration"] |= {"plan_s": ov.simulator.batch_model.planning_overhead_s}
                 out["calibration"] |= {"model": ov.simulator.batch_model}
             out[label] = {"predicted": predict_live(sc, ov, m)}
             v = verify_workdir(work, compile_query(sc), input_dir=tmp / "ref")
@@ -147,10 +144,10 @@ def fixed_by_phase(batches: list[Any], sc: Any) -> list[float]:
     """The median fixed cost of a run's batches (duration less the busiest partition's busy
     time; the first batch left out, as ``calibrate`` does) before the ramp, through the ramp
     and its hold, and after it, by the tick each batch began reading."""
-    pieces = sc.streams[0].rate.pieces  # the ramp's start and the hold's end, from the scenario
-    edges = [pieces[0].rate.from_s, pieces[1].from_s]
     from spark_adapter.source import SEGMENT_ID_BITS
 
+    pieces = sc.streams[0].rate.pieces  # the ramp's start and the hold's end, from the scenario
+    edges = [pieces[0].rate.from_s, pieces[1].from_s]
     fixed = np.array([b.duration_s - float(b.busy_s.max()) for b in batches[1:]])
     start = np.array([(b.event_range[0] >> SEGMENT_ID_BITS) * sc.tick_s for b in batches[1:]])
     phase = np.searchsorted(edges, start, side="right")
@@ -298,6 +295,7 @@ def shedding_section() -> None:
     tick, paths = sc.tick_s, list(compile_query(sc).sides)
     out = overload_ramp()
     cal, table = out["calibration"], _table(out, tick)
+    bm = cal["model"]
     keep_cols = "".join(f" lowest keep `{p}` |" for p in paths)
     write_section(
         "Shedding on Spark, live",
@@ -328,7 +326,7 @@ count over the run's batches (batch files; 2 per input row unshed), and per inpu
 keep: the lowest keep each drop location pinned in any batch; output = reference: `trimtab
 pipeline verify` against the regenerated input.
 `none` runs first; its batches are calibrated (`trimtab calibrate`: {cal["us_per_row"]:.0f} us
-per row, {cal["batch_s"]:.2f} s fixed per batch, {cal["plan_s"]:.2f} s at the 90th percentile)
+per row, {bm.batch_overhead_s:.2f} s fixed per batch, {bm.planning_overhead_s:.2f} s at the 90th percentile)
 and `uniform` and `lp` are steered with that overlay (`substrate.calibration`), so a
 partition's capacity is what a batch leaves after the fixed costs nine batches in ten pay;
 each runs {REPEATS} times, the order alternating. "After start-up": the segments
@@ -347,7 +345,7 @@ Against the targets:
 
 Calibration on the live ramp (target: predicted batch duration p50 and p99 within 20% of
 Spark's). The calibrated simulator (the `none` run's overlay: its costs, its rate scale, and
-each node's capacity what a batch leaves after {cal["plan_s"]:.2f} s + {cal["task_s"] * 1e3:.0f} ms
+each node's capacity what a batch leaves after {bm.planning_overhead_s:.2f} s + {bm.task_overhead_s * 1e3:.0f} ms
 of fixed costs, as the Spark controller plans with) runs the ramp with the same shedding method,
 placement and control rounds in its own loop; its offered loads are then replayed as a live
 micro-batch timeline (`controller/live_batches.py`): segments arrive half a trigger before a

@@ -281,10 +281,11 @@ def predicted_batches(
     """Batch duration p50/p99 and the busiest partition's busy seconds (p50), predicted from the
     simulator's offered node loads (``(ticks, nodes)``, cores); the first ``skip`` ticks are
     left out, as ``calibrate`` leaves out the first batches."""
-    busiest = model.task_overhead_s + np.asarray(node_load, dtype=float)[skip:].max(axis=1) * tick_s
-    if busiest.size == 0:
+    work = np.asarray(node_load, dtype=float)[skip:].max(axis=1) * tick_s
+    if work.size == 0:
         return {}
-    dur = model.fixed_s(np.arange(skip, skip + busiest.size)) - model.task_overhead_s + busiest
+    busiest = model.task_overhead_s + work
+    dur = model.fixed_s(np.arange(skip, skip + work.size)) + work
     return {
         "predicted_batch_duration_p50": float(np.percentile(dur, 50)),
         "predicted_batch_duration_p99": float(np.percentile(dur, 99)),
