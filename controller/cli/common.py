@@ -186,6 +186,35 @@ def table(rows: list[dict[str, Any]], keys: tuple[str, ...], label: str) -> Tabl
     return t
 
 
+def adaptation_keys(rows: list[dict[str, Any]]) -> tuple[str, ...]:
+    """Each row's ``adaptation`` (one entry per drift or fault time) as table keys, set on
+    the rows in place; the keys in time order. Rounds that never came back read "never".
+
+    >>> rows = [{"adaptation": [{"at_s": 600.0, "latency_before_s": 0.01,
+    ...     "latency_after_s": 0.07, "adaptation_rounds": None}]}]
+    >>> keys = adaptation_keys(rows)
+    >>> keys[-1], rows[0][keys[-1]]
+    ('adaptation_rounds after 600 s', 'never')
+    """
+
+    def cells(a: dict[str, Any]) -> dict[str, Any]:
+        at, rounds = f"{a['at_s']:g} s", a["adaptation_rounds"]
+        return {
+            f"latency before {at} (s)": a["latency_before_s"],
+            f"latency after {at} (s)": a["latency_after_s"],
+            f"adaptation_rounds after {at}": "never" if rounds is None else rounds,
+        }
+
+    keys: dict[str, None] = {}
+    changes = sorted({a["at_s"]: a for r in rows for a in r.get("adaptation") or []}.items())
+    for _, a in changes:
+        keys.update(dict.fromkeys(cells(a)))
+    for r in rows:
+        for a in r.get("adaptation") or []:
+            r.update({k: "" if v is None else v for k, v in cells(a).items()})
+    return tuple(keys)
+
+
 UNITS = {
     "throughput": "tuples/s",
     "weighted_throughput": "tuples/s",

@@ -12,6 +12,7 @@ from rich.console import Console
 from controller.cli.common import (
     SPARK_KEYS,
     SUMMARY_KEYS,
+    adaptation_keys,
     app,
     err,
     fail,
@@ -246,8 +247,9 @@ def _finish(res: Any, report: Path | None, json_out: bool, sc: ScenarioFile) -> 
     if json_out:
         print_json(res.summary)
     else:
+        row = {**res.summary, "scenario": name}
         keys = SUMMARY_KEYS + tuple(k for k in SPARK_KEYS if k in res.summary)
-        Console().print(table([{**res.summary, "scenario": name}], keys, "scenario"))
+        Console().print(table([row], keys + adaptation_keys([row]), "scenario"))
         if report is not None:
             err.print(f"report written to {report}/report.html")
     failed = unmet(checks)
@@ -304,9 +306,9 @@ def compare_cmd(
         for r in rows:
             r["method"] = f"{r['placement']} / {r['shedding']}"
         keys = ("weighted_throughput", *SUMMARY_KEYS)
-        Console().print(table(rows, keys, "method"))
+        Console().print(table(rows, keys + adaptation_keys(rows), "method"))
     else:
-        Console().print(table(rows, SUMMARY_KEYS, "placement"))
+        Console().print(table(rows, SUMMARY_KEYS + adaptation_keys(rows), "placement"))
 
 
 @app.command()

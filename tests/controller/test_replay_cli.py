@@ -1,9 +1,12 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import ROOT, SCENARIOS
 
@@ -141,3 +144,39 @@ def test_initial_method_then_pairwise_rounds() -> None:
 
     with pytest.raises(ValueError, match=r"controller\.placement\.initial"):
         make_policy(bad)
+
+
+def _table_cells(out: str) -> dict[str, list[str]]:
+    """A rich metrics table's rows: metric -> its cells, one per run."""
+    rows = {}
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.strip("│ ").split("│")]
+        if len(cells) > 1:
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_the_tables_show_each_drifts_adaptation_as_the_json_does() -> None:
+    """compare's and replay's tables carry the latency before and after each listed change and
+    its adaptation rounds, the figures of --json ("never" where it is null): LLF never comes
+    back from diurnal-phase-flip, correlation does."""
+    env = {**os.environ, "COLUMNS": "200"}
+    flip = str(SCENARIOS / "diurnal-phase-flip.yaml")
+    for cmd in (["compare", flip, "--placement", "llf,correlation-twoway"], ["replay", flip]):
+        args = [EXE, *cmd]
+        run = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=env, check=True)
+        js = subprocess.run([*args, "--json"], capture_output=True, text=True, cwd=ROOT, check=True)
+        runs = json.loads(js.stdout)
+        runs = runs if isinstance(runs, list) else [runs]
+        cells = _table_cells(run.stdout)
+        want = [r["adaptation"][0] for r in runs]
+        assert [a["at_s"] for a in want] == [600.0] * len(runs)
+        rounds = [
+            "never" if a["adaptation_rounds"] is None else a["adaptation_rounds"] for a in want
+        ]
+        shown = [c if c == "never" else float(c) for c in cells["adaptation_rounds after 600 s"]]
+        assert shown == rounds, run.stdout
+        after = [float(c) for c in cells["latency after 600 s (s)"]]
+        assert after == pytest.approx([a["latency_after_s"] for a in want], rel=1e-3)
+        # LLF never comes back (compare's first column); correlation-twoway does (the last)
+        assert (rounds[0] == "never") == (cmd[0] == "compare") and rounds[-1] != "never"
