@@ -7,6 +7,8 @@ before and after it, and ``adaptation_rounds``: the control rounds from the chan
 ``recover_s`` (60 s) rolling mean latency, measured over a window that lies after the change,
 is back within ``factor`` (2x) of its level before; None if it never is. A run that did not
 suffer at all therefore needs ``recover_s / interval_s`` rounds, the shortest possible answer.
+A change is listed only when the run holds at least ``recover_s`` after it (a run cut short
+by ``--ticks`` cannot tell "not back yet" from "never").
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ def adaptation(
     >>> a = adaptation(s, [300.0], 10.0)[0]
     >>> round(a["latency_before_s"], 3), round(a["latency_after_s"], 3), a["adaptation_rounds"]
     (0.1, 0.85, 16)
+    >>> [a["at_s"] for a in adaptation(s, [300.0, 550.0, 700.0], 10.0)]  # 550: 50 s of run after
+    [300.0]
     """
     t = streams.index.to_numpy(dtype=float)
     lat = streams["latency_s"].to_numpy(dtype=float)
@@ -55,6 +59,8 @@ def adaptation(
     out = []
     end = float(t[-1]) + (t[1] - t[0] if t.size > 1 else 1.0) if t.size else 0.0
     for at in times:
+        if end - at < recover_s:
+            continue
         before, after = mean(at - span_s, at), mean(at, at + span_s)
         rounds = None
         if before is not None:

@@ -87,6 +87,29 @@ def _comparison(runs: list[dict[str, Any]]) -> str:
     return f"<h2>Side by side</h2><table>{head}{rows}</table>"
 
 
+def _adaptation(summary: dict[str, Any]) -> str:
+    """Each drift or fault the scenario lists: latency before and after, rounds until back."""
+    changes = summary.get("adaptation") or []
+    if not changes:
+        return ""
+    rows = "".join(
+        f"<tr><td class='n'>{a['at_s']:g}</td><td class='n'>{_fmt('', a['latency_before_s'])}</td>"
+        f"<td class='n'>{_fmt('', a['latency_after_s'])}</td><td class='n'>"
+        + ("never" if a["adaptation_rounds"] is None else _fmt("", a["adaptation_rounds"]))
+        + "</td></tr>"
+        for a in changes
+    )
+    head = (
+        "<tr><th>change at (s)</th><th>mean latency, 120 s before (s)</th>"
+        "<th>mean latency, 120 s after (s)</th><th>control rounds until back</th></tr>"
+    )
+    note = (
+        "Rounds until the 60 s rolling mean latency, over a window after the change, is back "
+        "within 2x of its level before."
+    )
+    return f"<h2>Adaptation</h2><p class='note'>{note}</p><table>{head}{rows}</table>"
+
+
 def _timeline(decisions: list[dict[str, Any]], limit: int = 60) -> str:
     acted = [d for d in decisions if d.get("plan_version") is not None and _changed(d)]
     if not decisions:
@@ -142,7 +165,8 @@ def page(
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>trimtab report: {title}</title><style>{CSS}</style></head><body>"
         f"<h1>trimtab report: {title}</h1><p class='note'>{sub}</p>"
-        f"<h2>Summary</h2>{_summary(summary)}{_comparison(comparison)}{_timeline(decisions)}"
+        f"<h2>Summary</h2>{_summary(summary)}{_comparison(comparison)}{_adaptation(summary)}"
+        f"{_timeline(decisions)}"
         f"{imgs}<details><summary>Every other figure of the run</summary><table>{rest}</table>"
         "</details></body></html>"
     )

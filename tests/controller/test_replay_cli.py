@@ -56,7 +56,7 @@ def test_replay_report_and_ticks(tmp_path: Path) -> None:
             "replay",
             str(SCENARIOS / "failure-storm.yaml"),
             "--ticks",
-            "150",
+            "170",
             "--seed",
             "3",
             "--report",
@@ -77,6 +77,11 @@ def test_replay_report_and_ticks(tmp_path: Path) -> None:
     ):
         assert (tmp_path / "rep" / f).stat().st_size > 0
     assert "failure-storm" in r.stdout
+    # the page lists the fault at 100 s with its adaptation, not the one at 200 s (after the
+    # run's end) nor any the run holds less than the 60 s recovery window after
+    html = (tmp_path / "rep" / "report.html").read_text()
+    assert "<h2>Adaptation</h2>" in html and "<td class='n'>100</td>" in html
+    assert "<td class='n'>200</td>" not in html
 
 
 def test_unknown_placement_is_usage_error() -> None:
