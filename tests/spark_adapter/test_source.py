@@ -105,3 +105,26 @@ def test_a_stream_can_be_silenced_after_the_driver_trimmed_every_segment(tmp_pat
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match="no input log"):
         silence_stream(tmp_path / "empty", "S", 5.0)
+
+
+def test_each_segment_is_stamped_after_the_one_before(tmp_path: Path) -> None:
+    """Spark's file source takes files in modification-time order (ms): a segment that ties
+    with, or predates, the one before it may be read first, and its rows arrive behind the
+    watermark. Segment 1 is written while segment 0 carries a later stamp (a coarse kernel
+    clock, or a tie): it gets the millisecond after it. A segment already later keeps its own."""
+    import os
+
+    sc = load_scenario(SCENARIOS / "seed-groupby-window.yaml")
+    log = InputLog(tmp_path / "in")
+    log.generate(sc, 1, scale=0.05)
+    ahead = time.time_ns() + 50_000_000  # segment 0 stamped 50 ms from now
+    os.utime(log.path(0), ns=(ahead, ahead))
+    frame = log.read([0])
+    log.write(1, frame.assign(event_id=frame["event_id"] + (1 << 32)))
+    ms = [log.path(i).stat().st_mtime_ns // 1_000_000 for i in (0, 1)]
+    assert ms[1] == ms[0] + 1, ms
+    past = time.time_ns() - 10_000_000_000  # segment 1 stamped 10 s ago
+    os.utime(log.path(1), ns=(past, past))
+    before = time.time_ns()
+    log.write(2, frame.assign(event_id=frame["event_id"] + (2 << 32)))
+    assert log.path(2).stat().st_mtime_ns >= before - 5_000_000  # its own time (coarse clock)
