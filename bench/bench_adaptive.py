@@ -190,10 +190,11 @@ def _after_drift(sc: ScenarioFile) -> ScenarioFile:
     return sc.model_copy(update={"streams": streams})
 
 
-def _loop_until(
-    sc: ScenarioFile, method: str, swap_at: float | None, target: IntArray | None
+def _replay_with_oracle(
+    sc: ScenarioFile, method: str, oracle: tuple[float, IntArray] | None = None
 ) -> tuple[Simulator, ControlLoop]:
-    """The replay loop of ``replay_sim``; from ``swap_at`` on the oracle places."""
+    """The replay loop of ``replay_sim``, keeping the loop; with ``oracle`` (time, plan) the
+    oracle places from the first round at or after that time."""
     sim = make_simulator(sc)
     policy = make_policy(sc, method)
     loop = ControlLoop(sim, policy, window_k=sc.controller.window_k)
@@ -201,8 +202,8 @@ def _loop_until(
     interval = max(1, round(sc.controller.interval_s / sc.tick_s))
     while sim.t < sim.T:
         sim.step(min(interval, sim.T - sim.t))
-        if swap_at is not None and target is not None and sim.t * sc.tick_s >= swap_at:
-            policy.placement, swap_at = _Oracle(target), None
+        if oracle is not None and sim.t * sc.tick_s >= oracle[0]:
+            policy.placement, oracle = _Oracle(oracle[1]), None
         loop.tick()
     return sim, loop
 
@@ -228,9 +229,9 @@ def oracle_rows(
         applied: set[float] = set()
         for k in range(seeds):
             seeded = sc.model_copy(update={"seed": sc.seed + k})
-            _, post = _loop_until(_after_drift(seeded), method, None, None)
+            _, post = _replay_with_oracle(_after_drift(seeded), method)
             target = np.asarray(post.plan.placement.assignment)
-            sim, loop = _loop_until(seeded, method, swap, target)
+            sim, loop = _replay_with_oracle(seeded, method, (swap, target))
             res = sim.result()
             per_seed.append(adaptation(res.streams, [at], sc.controller.interval_s))
             runs.append(summarize(res, sc.controller.window_k))

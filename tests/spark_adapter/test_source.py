@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -112,8 +113,6 @@ def test_each_segment_is_stamped_after_the_one_before(tmp_path: Path) -> None:
     with, or predates, the one before it may be read first, and its rows arrive behind the
     watermark. Segment 1 is written while segment 0 carries a later stamp (a coarse kernel
     clock, or a tie): it gets the millisecond after it. A segment already later keeps its own."""
-    import os
-
     sc = load_scenario(SCENARIOS / "seed-groupby-window.yaml")
     log = InputLog(tmp_path / "in")
     log.generate(sc, 1, scale=0.05)
