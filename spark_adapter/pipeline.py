@@ -17,15 +17,19 @@ For micro-batch b, ``SparkPipeline.process`` runs named steps:
    retention; ``metrics/batch-<b>.json`` for an external controller. Recovery
    (``recovery.restore``) refolds committed batches through the same steps without writing;
    ``verification`` recomputes the output from the input log with the same pinned drops.
+
+Before step 1 a batch is checked to read the input log in segment order (``input_order``);
+the log is restamped into index order before the query starts and after each batch.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +47,17 @@ from spark_adapter.batch_compiler import BatchSpec, compile_batch, drop_floors, 
 from spark_adapter.batchstats import BatchStats, retire_batch_stats, write_batch_stats
 from spark_adapter.dpc import Coverage, arrivals, dpc_info
 from spark_adapter.executor_pool import ExecutorPool, live_executor_count
+from spark_adapter.input_order import InputOutOfOrder, ReadOrder, segment_indices
 from spark_adapter.operators import ROW_COLUMNS, ROW_DDL
 from spark_adapter.options import PipelineOptions
 from spark_adapter.query import QuerySpec
 from spark_adapter.recovery import Retention, SegmentIndex, restore, snapshot_state
+from spark_adapter.session import jvm_log_level
 from spark_adapter.source import INPUT_SCHEMA_DDL, InputLog
 
 __all__ = ["PipelineOptions", "SparkPipeline"]
+
+QUERY_LOGGER = "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution"
 
 
 class SparkPipeline:
@@ -91,7 +99,11 @@ class SparkPipeline:
         )
         self.index = SegmentIndex(self.input, self.dir / "checkpoint" / "sources" / "0")
         self.retention = Retention(options.retention, self.input, self.index)
+        self.order = ReadOrder(self.log, self.input.root)
         self.stats: dict[int, BatchStats] = {}
+        self.restamped: list[int] = []  # segments the last start put back in order
+        self.out_of_order: InputOutOfOrder | None = None  # what stopped the query, if that
+        self._muted: str | None = None  # the query logger's level while it is muted
         self.states: dict[int, DataFrame] = {}  # state after batch b (cached), for replays of b + 1
         self.max_ts = -math.inf
         self.dpc = Coverage(options.dpc_mode, options.dpc_max_delay_s)  # per-stream watermarks
@@ -129,6 +141,9 @@ class SparkPipeline:
         rebuilds the state of a committed batch (after a driver restart), writing nothing."""
         t0, started_at = time.perf_counter(), time.time()
         marks = [("start", t0)]
+        files = steps.input_files(df) or self.index.source_log_files(batch_id)
+        if not refold:  # before anything is pinned or written
+            self.order.check(batch_id, segment_indices(files))
         plan, pin = self.log.resolve(batch_id, self.plans, *self.dpc.watermarks(self.max_ts))
         if self.fault_hook is not None and not refold:
             self.fault_hook(batch_id, "start")
@@ -144,9 +159,7 @@ class SparkPipeline:
         marks.append(("output", time.perf_counter()))
         res.unpersist()
         self._retire_states(batch_id, state)
-        span = self.index.files_span(steps.input_files(df), batch_id) or self.index.span(
-            *steps.rows_span(stats)
-        )
+        span = self.index.files_span(files, batch_id) or self.index.span(*steps.rows_span(stats))
         st = steps.batch_stats(
             stats,
             spec,
@@ -256,6 +269,8 @@ class SparkPipeline:
             if self.opts.retire_plans:
                 retire_plans(self.log, self.plans)
         self.retention.batch_done(b, st.event_range, checkpointed)
+        self.order.committed(b, st.event_range)
+        self.input.restamp()  # segments copied in since the last listing
 
     def _check_fence(self, batch_id: int) -> None:
         """A driver that lost its lease must not write or commit (fencing)."""
@@ -286,10 +301,39 @@ class SparkPipeline:
     def _writer(self, max_files: int, name: str | None) -> Any:
         w = (
             self.stream(max_files)
-            .writeStream.foreachBatch(lambda df, b: self.process(df, b))
+            .writeStream.foreachBatch(self._foreach_batch)
             .option("checkpointLocation", str(self.dir / "checkpoint"))
         )
         return w.queryName(name) if name else w
+
+    def _foreach_batch(self, df: DataFrame, batch_id: int) -> None:
+        try:
+            self.process(df, batch_id)
+        except InputOutOfOrder as e:  # Spark wraps it in its own trace; keep it to re-raise
+            self.out_of_order = e
+            self._muted = jvm_log_level(self.spark, QUERY_LOGGER, "OFF")  # that trace
+            raise
+
+    def _prepare(self) -> None:
+        """Before the query starts: the log in index order by time, and indexed."""
+        self.restamped = self.input.restamp()
+        self.out_of_order = None
+        self.index.refresh()
+
+    @contextlib.contextmanager
+    def _query_errors(self) -> Iterator[None]:
+        """An input out of order stops the query as itself, not in Spark's trace."""
+        try:
+            yield
+        except Exception:
+            if self.out_of_order is None:
+                raise
+        finally:
+            if self._muted is not None:
+                jvm_log_level(self.spark, QUERY_LOGGER, self._muted)
+                self._muted = None
+        if self.out_of_order is not None:
+            raise self.out_of_order from None
 
     @staticmethod
     def _finished(query: Any) -> None:
@@ -298,9 +342,10 @@ class SparkPipeline:
 
     def run_available(self, max_files: int = 1, name: str | None = None) -> int:
         """Process every segment present now (availableNow), one segment per batch."""
-        self.index.refresh()
+        self._prepare()
         query = self._writer(max_files, name).trigger(availableNow=True).start()
-        query.awaitTermination()
+        with self._query_errors():
+            query.awaitTermination()
         self._finished(query)
         return len(self.stats)
 
@@ -323,18 +368,19 @@ class SparkPipeline:
         """
         if trigger_s <= 0:
             raise ValueError(f"trigger_s must be positive, got {trigger_s}")
-        self.index.refresh()
+        self._prepare()
         query = self._writer(max_files, name).trigger(processingTime=f"{trigger_s} seconds")
         query = query.start()
         stop = stop or threading.Event()
-        try:
-            while not stop.wait(min(0.5, trigger_s / 2)):
-                if self.input.closed or not query.isActive:
-                    break
-            if query.isActive:
-                query.processAllAvailable()
-        finally:
-            query.stop()
+        with self._query_errors():
+            try:
+                while not stop.wait(min(0.5, trigger_s / 2)):
+                    if self.input.closed or not query.isActive:
+                        break
+                if query.isActive:
+                    query.processAllAvailable()
+            finally:
+                query.stop()
         self._finished(query)
         return self.input.closed
 

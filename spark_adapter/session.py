@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["LOOPBACK", "SLOWDOWN_KEY", "TEST_CONF", "make_session", "slowdown_conf"]
+__all__ = [
+    "LOOPBACK",
+    "SLOWDOWN_KEY",
+    "TEST_CONF",
+    "jvm_log_level",
+    "make_session",
+    "slowdown_conf",
+]
 
 LOOPBACK = "127.0.0.1"
 
@@ -115,3 +122,12 @@ def _wait_for_executors(session: SparkSession, master: str, timeout_s: float = 6
         f"{master}: no executor started within {timeout_s:.0f} s; do its workers have "
         f"spark.executor.memory={mem} free (trimtab cluster up --memory)?"
     )
+
+
+def jvm_log_level(spark: SparkSession, logger: str, level: str) -> str:
+    """Set a JVM (log4j) logger's level, e.g. ``OFF`` for a query failure trimtab reports in
+    its own words; returns the level it had, to restore."""
+    log4j = spark._jvm.org.apache.logging.log4j  # type: ignore[union-attr]
+    before = str(log4j.LogManager.getLogger(logger).getLevel().name())
+    log4j.core.config.Configurator.setLevel(logger, log4j.Level.getLevel(level))
+    return before

@@ -159,6 +159,7 @@ def _outcome(pipe: Any, monitor: Any) -> dict[str, Any]:
 
     out: dict[str, Any] = {"pid": os.getpid(), "batches": sorted(pipe.stats)}
     out |= {"committed": pipe.log.committed(), "trim_log": pipe.trim_log}
+    out["input_restamped"] = len(pipe.restamped)  # segments put back in order at the start
     out |= monitor_report(monitor)
     return out | end_to_end([pipe.stats[b] for b in sorted(pipe.stats)])
 

@@ -124,6 +124,7 @@ DRIVER_KEYS = (  # what pipeline run prints of the driver's result
     "arrival_to_commit_p99_s",
     "arrival_to_commit_max_s",
     "backlog_segments",
+    "input_restamped",
     "executors_fenced",
     "executor_fencings",
     "warm_start",

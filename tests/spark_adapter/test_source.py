@@ -127,3 +127,21 @@ def test_each_segment_is_stamped_after_the_one_before(tmp_path: Path) -> None:
     before = time.time_ns()
     log.write(2, frame.assign(event_id=frame["event_id"] + (2 << 32)))
     assert log.path(2).stat().st_mtime_ns >= before - 5_000_000  # its own time (coarse clock)
+
+
+def test_restamp_puts_a_copied_log_back_in_index_order(tmp_path: Path) -> None:
+    """A log copied by `cp -r` carries its copy's times: ties, or any order. ``restamp`` gives
+    each segment at least the millisecond after the one before; a log in order is untouched."""
+    sc = load_scenario(SCENARIOS / "seed-groupby-window.yaml")
+    log = InputLog(tmp_path / "in")
+    log.generate(sc, 5, scale=0.02)
+    base = time.time_ns() - 60_000_000_000
+    for i, at in enumerate((4, 4, 2, 1, 0)):  # segments 0 and 1 tie; 2, 3, 4 older and older
+        os.utime(log.path(i), ns=(base + at * 1_000_000_000,) * 2)
+    assert log.restamp() == [1, 2, 3, 4]
+    ns = [log.path(i).stat().st_mtime_ns for i in range(5)]
+    assert [n // 1_000_000 for n in ns] == [ns[0] // 1_000_000 + i for i in range(5)]
+    assert log.restamp() == [] and [log.path(i).stat().st_mtime_ns for i in range(5)] == ns
+    os.utime(log.path(2), ns=(ns[4] + 5_000_000,) * 2)  # 2 after 4: 3 and 4 follow it
+    assert log.restamp() == [3, 4]
+    assert log.path(4).stat().st_mtime_ns // 1_000_000 == (ns[4] + 5_000_000) // 1_000_000 + 2
