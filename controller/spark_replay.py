@@ -9,6 +9,7 @@ the sink is compared with the reference computed from the same input and the sam
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import shutil
@@ -160,10 +161,10 @@ def _session(spark: Any, scenario: ScenarioFile, master: str, partitions: int) -
 def _copy_input(src: Path, pipe: Any, streams: set[str]) -> int:
     """Link (or copy) an imported input log's segments into the run's log; rows copied.
 
-    ``src`` is a workdir holding ``input/`` (``trimtab input import``) or the log itself.
+    ``src`` is a workdir holding ``input/`` (``trimtab input import``) or the log itself. A
+    log out of order in time is copied, not linked: the run restamps its own files, never the
+    user's (a hard link shares them).
     """
-    import shutil
-
     from spark_adapter.source import InputLog
 
     root = src / "input" if (src / "input").is_dir() else src
@@ -180,12 +181,14 @@ def _copy_input(src: Path, pipe: Any, streams: set[str]) -> int:
             f"--input: stream {unknown[0]!r} is not a stream of the scenario's query "
             f"(streams: {', '.join(sorted(streams))})"
         )
+    link = not log.restamp(apply=False)
     for i in segs:
         dst = pipe.input.path(i)
-        try:
-            dst.hardlink_to(log.path(i))
-        except OSError:
-            shutil.copyfile(log.path(i), dst)
+        if link:
+            with contextlib.suppress(OSError):  # another file system: copied
+                dst.hardlink_to(log.path(i))
+                continue
+        shutil.copyfile(log.path(i), dst)
     return len(pipe.input.read())
 
 

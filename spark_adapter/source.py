@@ -114,20 +114,21 @@ class InputLog:
             prev_ms = self.path(index - 1).stat().st_mtime_ns // 1_000_000
             _stamp_after(final, prev_ms)
 
-    def restamp(self) -> list[int]:
+    def restamp(self, apply: bool = True) -> list[int]:
         """Stamp the segments present in index order, each at least 1 ms after the one before
         (``_after_previous`` over the whole log); returns the indices restamped. A log copied
         with ``cp -r``, unpacked from an archive or synced without times keeps its rows but
         not their order in time, and Spark's file source would read it in the wrong order
         (seen: a ``cp -r`` copy of 12 segments read 3, 1, 0, 4, 2, ..., 5,855 of 61,877 output
-        rows lost as late). Only a time is changed, never a row; a log in order is untouched."""
+        rows lost as late). Only a time is changed, never a row; a log in order is untouched.
+        ``apply=False`` only says which segments it would restamp."""
         moved: list[int] = []
         prev_ms: int | None = None
         for i in self.segments():
             with contextlib.suppress(FileNotFoundError):  # trimmed meanwhile
                 path = self.path(i)
                 ms = path.stat().st_mtime_ns // 1_000_000
-                if prev_ms is not None and _stamp_after(path, prev_ms):
+                if prev_ms is not None and _stamp_after(path, prev_ms, apply):
                     moved.append(i)
                     ms = prev_ms + 1
                 prev_ms = ms
@@ -386,11 +387,12 @@ def first_event_id(segment: int) -> int:
     return segment << SEGMENT_ID_BITS
 
 
-def _stamp_after(path: Path, prev_ms: int) -> bool:
+def _stamp_after(path: Path, prev_ms: int, apply: bool = True) -> bool:
     """Stamp ``path`` 1 ms after ``prev_ms`` unless it is already later (ms resolution, as
-    Spark's file source compares); True when it was restamped."""
+    Spark's file source compares); True when it was (or, without ``apply``, would be) restamped."""
     if path.stat().st_mtime_ns // 1_000_000 > prev_ms:
         return False
-    t = (prev_ms + 1) * 1_000_000
-    os.utime(path, ns=(t, t))
+    if apply:
+        t = (prev_ms + 1) * 1_000_000
+        os.utime(path, ns=(t, t))
     return True

@@ -145,3 +145,31 @@ def test_restamp_puts_a_copied_log_back_in_index_order(tmp_path: Path) -> None:
     os.utime(log.path(2), ns=(ns[4] + 5_000_000,) * 2)  # 2 after 4: 3 and 4 follow it
     assert log.restamp() == [3, 4]
     assert log.path(4).stat().st_mtime_ns // 1_000_000 == (ns[4] + 5_000_000) // 1_000_000 + 2
+
+
+def test_a_replays_input_out_of_order_is_copied_and_the_users_files_keep_their_times(
+    tmp_path: Path,
+) -> None:
+    """`replay --input` links a user's log into the run's; one out of order in time is copied
+    instead, so the run's restamp touches its own files, never the user's (a link shares them)."""
+    from types import SimpleNamespace
+
+    from controller.spark_replay import _copy_input
+
+    sc = load_scenario(SCENARIOS / "seed-groupby-window.yaml")
+    src = InputLog(tmp_path / "mine" / "input")
+    src.generate(sc, 3, scale=0.02)
+    in_order = SimpleNamespace(input=InputLog(tmp_path / "a"))
+    _copy_input(tmp_path / "mine", in_order, {"s"})
+    assert in_order.input.path(2).stat().st_ino == src.path(2).stat().st_ino  # linked
+    late = time.time_ns() + 60_000_000_000
+    os.utime(src.path(0), ns=(late, late))  # segment 0 stamped after 1 and 2
+    times = [src.path(i).stat().st_mtime_ns for i in range(3)]
+    assert src.restamp(apply=False) == [1, 2]
+    assert [src.path(i).stat().st_mtime_ns for i in range(3)] == times  # only said
+    run = SimpleNamespace(input=InputLog(tmp_path / "b"))
+    _copy_input(tmp_path / "mine", run, {"s"})
+    assert run.input.path(2).stat().st_ino != src.path(2).stat().st_ino  # copied
+    run.input.restamp()  # the run's own files (copies carry the copy's times)
+    assert [src.path(i).stat().st_mtime_ns for i in range(3)] == times
+    assert run.input.read().equals(src.read())
