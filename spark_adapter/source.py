@@ -48,6 +48,7 @@ HOLD = "_HOLD-"  # _HOLD-<stream>: hold the stream's rows back until the time in
 HELD = "_HELD"  # journal of the holds delivered: one JSON line (stream, first tick, end tick)
 STREAMS = "_STREAMS"  # the streams the writer writes, kept when a trim removes every segment
 SEGMENT_ID_BITS = 32  # a segment holds fewer than 2^32 rows
+STAMP_STEPS_MS = (1, 1000, 2000)  # a later stamp: ms, or a coarse file system's s or 2 s
 
 INPUT_SCHEMA_DDL = "event_id LONG, stream STRING, ts DOUBLE, key LONG, v DOUBLE, c DOUBLE"
 _ARROW = pa.schema(
@@ -130,7 +131,7 @@ class InputLog:
                 ms = path.stat().st_mtime_ns // 1_000_000
                 if prev_ms is not None and _stamp_after(path, prev_ms, apply):
                     moved.append(i)
-                    ms = prev_ms + 1
+                    ms = path.stat().st_mtime_ns // 1_000_000 if apply else prev_ms + 1
                 prev_ms = ms
         return moved
 
@@ -388,11 +389,16 @@ def first_event_id(segment: int) -> int:
 
 
 def _stamp_after(path: Path, prev_ms: int, apply: bool = True) -> bool:
-    """Stamp ``path`` 1 ms after ``prev_ms`` unless it is already later (ms resolution, as
-    Spark's file source compares); True when it was (or, without ``apply``, would be) restamped."""
+    """Stamp ``path`` after ``prev_ms`` unless it is already later (ms resolution, as Spark's
+    file source compares); True when it was (or, without ``apply``, would be) restamped. The
+    stamp is 1 ms later, or 1 s or 2 s on a file system that keeps coarser times (it is read
+    back): a stamp the file system rounded back would leave the tie in place."""
     if path.stat().st_mtime_ns // 1_000_000 > prev_ms:
         return False
     if apply:
-        t = (prev_ms + 1) * 1_000_000
-        os.utime(path, ns=(t, t))
+        for step_ms in STAMP_STEPS_MS:
+            t = (prev_ms + step_ms) * 1_000_000
+            os.utime(path, ns=(t, t))
+            if path.stat().st_mtime_ns // 1_000_000 > prev_ms:
+                break
     return True

@@ -173,3 +173,27 @@ def test_a_replays_input_out_of_order_is_copied_and_the_users_files_keep_their_t
     run.input.restamp()  # the run's own files (copies carry the copy's times)
     assert [src.path(i).stat().st_mtime_ns for i in range(3)] == times
     assert run.input.read().equals(src.read())
+
+
+def test_a_file_system_with_whole_second_times_still_gets_segments_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a file system that keeps whole seconds (simulated: every stamp rounded down), a
+    stamp 1 ms later is rounded back to the tie; the segment gets the next second instead."""
+    from spark_adapter import source
+
+    sc = load_scenario(SCENARIOS / "seed-groupby-window.yaml")
+    log = InputLog(tmp_path / "in")
+    log.generate(sc, 3, scale=0.02)
+    real = os.utime
+
+    def whole_seconds(path: object, ns: tuple[int, int]) -> None:
+        t = ns[0] // 1_000_000_000 * 1_000_000_000
+        real(path, ns=(t, t))  # type: ignore[arg-type]
+
+    monkeypatch.setattr(source.os, "utime", whole_seconds)
+    t0 = (time.time_ns() // 1_000_000_000 - 100) * 1_000_000_000
+    for i in range(3):
+        real(log.path(i), ns=(t0, t0))  # all three tie on one second
+    assert log.restamp() == [1, 2]
+    assert [log.path(i).stat().st_mtime_ns - t0 for i in range(3)] == [0, 10**9, 2 * 10**9]
