@@ -22,7 +22,6 @@ from typing import NamedTuple, Protocol
 from urllib.parse import urlparse
 
 import numpy as np
-import pandas as pd
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
@@ -72,7 +71,7 @@ class SegmentIndex:
         for i in self.log.segments():
             if i in known:
                 continue
-            tbl = pd.read_parquet(self.log.path(i), columns=["event_id", "ts"])
+            tbl = self.log.read_segment(i, ["event_id", "ts"])
             if len(tbl):
                 meta = segment_meta(self.log.path(i))
                 new.append(

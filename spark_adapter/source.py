@@ -144,7 +144,40 @@ class InputLog:
         idx = self.segments() if indices is None else indices
         if not idx:
             return _ARROW.empty_table().to_pandas()
-        return pd.concat([pq.read_table(self.path(i)).to_pandas() for i in idx], ignore_index=True)
+        return pd.concat([self.read_segment(i) for i in idx], ignore_index=True)
+
+    def check(self) -> int:
+        """Every segment present is a readable Parquet file with the input columns (its
+        footer is read, not its rows); returns how many. A ``ValueError`` names the first that
+        is not, so a command can refuse the log before it runs anything."""
+        segs = self.segments()
+        for i in segs:
+            path = self.path(i)
+            try:
+                names = set(pq.read_schema(path).names)
+            except FileNotFoundError:
+                continue  # trimmed meanwhile
+            except (OSError, ValueError) as e:
+                raise ValueError(_unreadable(path, e)) from None
+            missing = [c for c in _ARROW.names if c not in names]
+            if missing:
+                raise ValueError(
+                    f"input log: {path} lacks the input column(s) {', '.join(missing)}; "
+                    "segments come from `trimtab input generate` or `trimtab input import`"
+                )
+        return len(segs)
+
+    def read_segment(self, index: int, columns: list[str] | None = None) -> pd.DataFrame:
+        """One segment's rows (``columns`` only, when given). A file that is not a readable
+        segment (truncated by a copy, or something else under its name) is a ``ValueError``
+        naming it."""
+        path = self.path(index)
+        try:
+            return pq.read_table(path, columns=columns).to_pandas()
+        except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+            if not path.exists():
+                raise
+            raise ValueError(_unreadable(path, e)) from None
 
     def trim(self, below: int) -> int:
         """Delete segments with index < ``below``; returns how many were deleted.
@@ -402,3 +435,10 @@ def _stamp_after(path: Path, prev_ms: int, apply: bool = True) -> bool:
             if path.stat().st_mtime_ns // 1_000_000 > prev_ms:
                 break
     return True
+
+
+def _unreadable(path: Path, e: Exception) -> str:
+    return (
+        f"input log: {path} is not a readable input segment ({e}); restore the file, or remove "
+        "it and the segments after it"
+    )

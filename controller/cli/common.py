@@ -158,6 +158,20 @@ def writable_dir(path: Path, flag: str) -> None:
         fail(f"{flag}: {path} is not writable")
 
 
+def check_input_log(path: Path, flag: str) -> None:
+    """Exit 2 naming ``flag`` and the file unless every input segment under ``path`` (a
+    workdir holding ``input/``, or the log itself) is readable with the input columns."""
+    from spark_adapter.source import InputLog
+
+    root = path / "input" if (path / "input").is_dir() else path
+    if not root.is_dir():
+        return  # no log yet (a live writer starts it)
+    try:
+        InputLog(root).check()
+    except ValueError as e:
+        fail(f"{flag}: {e}")
+
+
 def load(path: Path) -> ScenarioFile:
     """A scenario, or exit 2 naming the file and its problems."""
     try:

@@ -14,6 +14,7 @@ from controller.cli.common import (
     SUMMARY_KEYS,
     adaptation_keys,
     app,
+    check_input_log,
     err,
     fail,
     load,
@@ -204,6 +205,8 @@ def _check_replay_flags(
         fail("--input: imported events replay on Spark only (add --substrate spark)")
     if input_dir is not None and not input_dir.is_dir():
         fail(f"--input: {input_dir} is not a directory")
+    if input_dir is not None:
+        check_input_log(input_dir, "--input")
     if report is not None:
         writable_dir(report, "--report")
 

@@ -13,6 +13,7 @@ import typer
 
 from controller.cli.common import (
     app,
+    check_input_log,
     fail,
     load,
     print_json,
@@ -86,6 +87,7 @@ def pipeline_run(
     sc = load(scenario)
     if role not in ("primary", "standby", "active"):
         fail(f"--role: {role!r} is not primary, standby or active")
+    check_input_log(workdir / "input", "--workdir")
     if role == "primary" and (trigger_s is None or default_plan):  # live: a daemon may publish
         _ensure_plan(sc, workdir, partitions, default_plan)
     try:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from controller.cli.common import fail, load, print_json
+from controller.cli.common import check_input_log, fail, load, print_json
 from controller.cli.spark import pipeline_app
 
 
@@ -38,6 +38,7 @@ def pipeline_verify(
         fail(f"--workdir: {workdir} is not a directory")
     if input is not None and not input.is_dir():
         fail(f"--input: {input} is not a directory")
+    check_input_log(input or workdir / "input", "--input" if input else "--workdir")
     try:
         out = verify_workdir(workdir, compile_query(sc), sc.controller.shedding.window_drops, input)
     except ValueError as e:

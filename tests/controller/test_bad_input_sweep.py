@@ -76,6 +76,7 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             placement=Placement(units=(*units[:-1], "ghost"), nodes=nodes, assignment=zero)
         ).to_json()
     )
+    torn, foreign = _bad_logs(tmp)
     sc = lambda name, edit: _scenario(tmp, name, edit)  # noqa: E731
     cf = lambda name, edit: _config(tmp, name, edit)  # noqa: E731
 
@@ -278,6 +279,24 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "--input",
         ),
+        (
+            "replay input torn segment",
+            ["replay", good, "--substrate", "spark", "--input", str(torn)],
+            2,
+            "--input: input log: " + str(torn / "input" / "seg-000001.parquet") + " is not",
+        ),
+        (
+            "pipeline run torn segment",
+            ["pipeline", "run", good, "--workdir", str(torn), "--default-plan"],
+            2,
+            "--workdir: input log: " + str(torn / "input" / "seg-000001.parquet"),
+        ),
+        (
+            "verify input foreign parquet",
+            ["pipeline", "verify", good, "--workdir", str(torn), "--input", str(foreign)],
+            2,
+            "seg-000000.parquet lacks the input column(s) event_id, stream, ts, key, v, c",
+        ),
         ("partition names", ["partition", good, "--partitioners", "magic"], 2, "magic"),
         (
             "partition trace missing",
@@ -404,6 +423,25 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
     return out
 
 
+def _bad_logs(tmp: Path) -> tuple[Path, Path]:
+    """A workdir whose input log's segment 1 was cut short by a copy, and a log holding a
+    Parquet file that is not a segment."""
+    import pandas as pd
+
+    from controller.scenario import load_scenario
+    from spark_adapter.source import InputLog
+
+    torn = tmp / "torn"
+    log = InputLog(torn / "input")
+    log.generate(load_scenario(BASE), 3, scale=0.05)
+    data = log.path(1).read_bytes()
+    log.path(1).write_bytes(data[: len(data) // 2])
+    foreign = tmp / "foreign"
+    foreign.mkdir()
+    pd.DataFrame({"a": [1, 2]}).to_parquet(foreign / "seg-000000.parquet")
+    return torn, foreign
+
+
 def d_op(path: Path) -> str:
     return yaml.safe_load(path.read_text())["operators"][0]["id"]
 
@@ -432,6 +470,8 @@ def test_bad_input_sweep(tmp_path: Path, busy_port: int) -> None:
         if problems:
             failures.append(f"{name}: " + "; ".join(problems))
     assert not failures, "\n".join(failures)
+    # refused before anything ran: the torn log's workdir holds its input and nothing else
+    assert sorted(p.name for p in (tmp_path / "torn").iterdir()) == ["input"]
 
 
 def test_an_environment_variable_is_blamed_not_the_file(monkeypatch) -> None:  # type: ignore[no-untyped-def]
