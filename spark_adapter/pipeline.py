@@ -53,7 +53,7 @@ from spark_adapter.options import PipelineOptions
 from spark_adapter.query import QuerySpec
 from spark_adapter.recovery import Retention, SegmentIndex, restore, snapshot_state
 from spark_adapter.session import jvm_log_level
-from spark_adapter.source import INPUT_SCHEMA_DDL, InputLog
+from spark_adapter.source import INPUT_SCHEMA_DDL, SEGMENT_ID_BITS, InputLog
 
 __all__ = ["PipelineOptions", "SparkPipeline"]
 
@@ -270,7 +270,8 @@ class SparkPipeline:
                 retire_plans(self.log, self.plans)
         self.retention.batch_done(b, st.event_range, checkpointed)
         self.order.committed(b, st.event_range)
-        self.input.restamp()  # segments copied in since the last listing
+        if st.event_range[1] >= 0:  # segments copied in since the last listing, after b's
+            self.input.restamp(start=st.event_range[1] >> SEGMENT_ID_BITS)
 
     def _check_fence(self, batch_id: int) -> None:
         """A driver that lost its lease must not write or commit (fencing)."""

@@ -115,17 +115,18 @@ class InputLog:
             prev_ms = self.path(index - 1).stat().st_mtime_ns // 1_000_000
             _stamp_after(final, prev_ms)
 
-    def restamp(self, apply: bool = True) -> list[int]:
+    def restamp(self, apply: bool = True, start: int = 0) -> list[int]:
         """Stamp the segments present in index order, each at least 1 ms after the one before
         (``_after_previous`` over the whole log); returns the indices restamped. A log copied
         with ``cp -r``, unpacked from an archive or synced without times keeps its rows but
         not their order in time, and Spark's file source would read it in the wrong order
         (seen: a ``cp -r`` copy of 12 segments read 3, 1, 0, 4, 2, ..., 5,855 of 61,877 output
         rows lost as late). Only a time is changed, never a row; a log in order is untouched.
-        ``apply=False`` only says which segments it would restamp."""
+        ``apply=False`` only says which segments it would restamp; ``start`` leaves the segments
+        before it alone (a driver's unread tail starts at the last segment it read)."""
         moved: list[int] = []
         prev_ms: int | None = None
-        for i in self.segments():
+        for i in (i for i in self.segments() if i >= start):
             with contextlib.suppress(FileNotFoundError):  # trimmed meanwhile
                 path = self.path(i)
                 ms = path.stat().st_mtime_ns // 1_000_000

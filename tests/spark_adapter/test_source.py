@@ -143,6 +143,8 @@ def test_restamp_puts_a_copied_log_back_in_index_order(tmp_path: Path) -> None:
     assert [n // 1_000_000 for n in ns] == [ns[0] // 1_000_000 + i for i in range(5)]
     assert log.restamp() == [] and [log.path(i).stat().st_mtime_ns for i in range(5)] == ns
     os.utime(log.path(2), ns=(ns[4] + 5_000_000,) * 2)  # 2 after 4: 3 and 4 follow it
+    assert log.restamp(start=3) == []  # a driver's unread tail: segments before 3 are read
+    assert log.restamp(apply=False, start=2) == [3, 4]
     assert log.restamp() == [3, 4]
     assert log.path(4).stat().st_mtime_ns // 1_000_000 == (ns[4] + 5_000_000) // 1_000_000 + 2
 
