@@ -71,14 +71,12 @@ class SegmentIndex:
         for i in self.log.segments():
             if i in known:
                 continue
-            tbl = self.log.read_segment(i, ["event_id", "ts"])
-            if len(tbl):
+            span = self.log.span(i)
+            if span is not None:
                 meta = segment_meta(self.log.path(i))
                 new.append(
                     Segment(
-                        int(tbl["event_id"].min()),
-                        int(tbl["event_id"].max()),
-                        float(tbl["ts"].max()),
+                        *span,
                         i,
                         None if meta is None else tuple(sorted(meta[0].items())),
                         () if meta is None else meta[1],

@@ -199,3 +199,26 @@ def test_a_file_system_with_whole_second_times_still_gets_segments_in_order(
         real(log.path(i), ns=(t0, t0))  # all three tie on one second
     assert log.restamp() == [1, 2]
     assert [log.path(i).stat().st_mtime_ns - t0 for i in range(3)] == [0, 10**9, 2 * 10**9]
+
+
+def test_a_segments_span_comes_from_its_footer_and_equals_its_rows(tmp_path: Path) -> None:
+    """The index takes each segment's event-id range and last event time from the footer's
+    statistics: equal to the rows' over several row groups, read from the rows when a file
+    has no statistics, None for an empty segment."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sc = load_scenario(SCENARIOS / "seed-groupby-window.yaml")
+    log = InputLog(tmp_path / "in")
+    log.generate(sc, 2, scale=0.05)
+    frame = log.read([1]).sample(frac=1.0, random_state=3)  # ids out of order in the file
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    pq.write_table(table, log.path(2), row_group_size=20)  # many row groups
+    pq.write_table(table, log.path(3), write_statistics=False)
+    pq.write_table(table.slice(0, 0), log.path(4))
+    assert pq.read_metadata(log.path(2)).num_row_groups > 3
+    for i in (0, 1, 2, 3):
+        rows = log.read_segment(i, ["event_id", "ts"])
+        want = (int(rows["event_id"].min()), int(rows["event_id"].max()), float(rows["ts"].max()))
+        assert log.span(i) == want, i
+    assert log.span(4) is None
