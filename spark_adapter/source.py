@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 
 from core.scenario import Scenario
 from core.workload import key_epochs, rates, sample_keys
+from spark_adapter import segment_files
 from spark_adapter.actuator import atomic_write
 from spark_adapter.dpc import COVERS_KEY, STREAMS_KEY
 
@@ -48,7 +49,6 @@ HOLD = "_HOLD-"  # _HOLD-<stream>: hold the stream's rows back until the time in
 HELD = "_HELD"  # journal of the holds delivered: one JSON line (stream, first tick, end tick)
 STREAMS = "_STREAMS"  # the streams the writer writes, kept when a trim removes every segment
 SEGMENT_ID_BITS = 32  # a segment holds fewer than 2^32 rows
-STAMP_STEPS_MS = (1, 1000, 2000)  # a later stamp: ms, or a coarse file system's s or 2 s
 
 INPUT_SCHEMA_DDL = "event_id LONG, stream STRING, ts DOUBLE, key LONG, v DOUBLE, c DOUBLE"
 _ARROW = pa.schema(
@@ -113,28 +113,15 @@ class InputLog:
         rows missing after segments 11 and 12 were read in swapped order)."""
         with contextlib.suppress(FileNotFoundError):  # the first segment, or trimmed
             prev_ms = self.path(index - 1).stat().st_mtime_ns // 1_000_000
-            _stamp_after(final, prev_ms)
+            segment_files.stamp_after(final, prev_ms)
 
     def restamp(self, apply: bool = True, start: int = 0) -> list[int]:
-        """Stamp the segments present in index order, each at least 1 ms after the one before
-        (``_after_previous`` over the whole log); returns the indices restamped. A log copied
-        with ``cp -r``, unpacked from an archive or synced without times keeps its rows but
-        not their order in time, and Spark's file source would read it in the wrong order
-        (seen: a ``cp -r`` copy of 12 segments read 3, 1, 0, 4, 2, ..., 5,855 of 61,877 output
-        rows lost as late). Only a time is changed, never a row; a log in order is untouched.
-        ``apply=False`` only says which segments it would restamp; ``start`` leaves the segments
-        before it alone (a driver's unread tail starts at the last segment it read)."""
-        moved: list[int] = []
-        prev_ms: int | None = None
-        for i in (i for i in self.segments() if i >= start):
-            with contextlib.suppress(FileNotFoundError):  # trimmed meanwhile
-                path = self.path(i)
-                ms = path.stat().st_mtime_ns // 1_000_000
-                if prev_ms is not None and _stamp_after(path, prev_ms, apply):
-                    moved.append(i)
-                    ms = path.stat().st_mtime_ns // 1_000_000 if apply else prev_ms + 1
-                prev_ms = ms
-        return moved
+        """Stamp the segments present in index order, each after the one before
+        (``segment_files.restamp``); returns the indices restamped. ``apply=False`` only says
+        which; ``start`` leaves the segments before it alone (a driver's unread tail starts
+        at the last segment it read)."""
+        idx = [i for i in self.segments() if i >= start]
+        return segment_files.restamp([(i, self.path(i)) for i in idx], apply)
 
     def segments(self) -> list[int]:
         """Indices of the segments present, ascending."""
@@ -153,52 +140,18 @@ class InputLog:
         is not, so a command can refuse the log before it runs anything."""
         segs = self.segments()
         for i in segs:
-            path = self.path(i)
-            try:
-                names = set(pq.read_schema(path).names)
-            except FileNotFoundError:
-                continue  # trimmed meanwhile
-            except (OSError, ValueError) as e:
-                raise ValueError(_unreadable(path, e)) from None
-            missing = [c for c in _ARROW.names if c not in names]
-            if missing:
-                raise ValueError(
-                    f"input log: {path} lacks the input column(s) {', '.join(missing)}; "
-                    "segments come from `trimtab input generate` or `trimtab input import`"
-                )
+            segment_files.check(self.path(i), _ARROW.names)
         return len(segs)
 
     def span(self, index: int) -> tuple[int, int, float] | None:
-        """Segment ``index``'s first and last event id and last event time, from its footer's
-        column statistics (0.06 ms a segment, against 0.9 ms to read the two columns); the
-        columns are read only for a file written without statistics. None when it is empty."""
-        path = self.path(index)
-        try:
-            md = pq.read_metadata(path)
-        except FileNotFoundError:
-            raise
-        except (OSError, ValueError) as e:
-            raise ValueError(_unreadable(path, e)) from None
-        if md.num_rows == 0:
-            return None
-        found = _footer_min_max(md, ("event_id", "ts"))
-        if found is None:
-            tbl = self.read_segment(index, ["event_id", "ts"])
-            return int(tbl["event_id"].min()), int(tbl["event_id"].max()), float(tbl["ts"].max())
-        (lo, hi), (_, ts_max) = found
-        return int(lo), int(hi), float(ts_max)
+        """Segment ``index``'s first and last event id and last event time, from its footer
+        (``segment_files.span``); None when it is empty."""
+        return segment_files.span(self.path(index))
 
     def read_segment(self, index: int, columns: list[str] | None = None) -> pd.DataFrame:
-        """One segment's rows (``columns`` only, when given). A file that is not a readable
-        segment (truncated by a copy, or something else under its name) is a ``ValueError``
-        naming it."""
-        path = self.path(index)
-        try:
-            return pq.read_table(path, columns=columns).to_pandas()
-        except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
-            if not path.exists():
-                raise
-            raise ValueError(_unreadable(path, e)) from None
+        """One segment's rows (``columns`` only, when given); a ``ValueError`` names a file
+        that is not a readable segment."""
+        return segment_files.read(self.path(index), columns)
 
     def trim(self, below: int) -> int:
         """Delete segments with index < ``below``; returns how many were deleted.
@@ -440,43 +393,3 @@ def first_event_id(segment: int) -> int:
     """Event ids of segment t start at t x 2^32: unique and increasing across the log, and
     independent of what was written or trimmed before (a live writer never reads the log)."""
     return segment << SEGMENT_ID_BITS
-
-
-def _stamp_after(path: Path, prev_ms: int, apply: bool = True) -> bool:
-    """Stamp ``path`` after ``prev_ms`` unless it is already later (ms resolution, as Spark's
-    file source compares); True when it was (or, without ``apply``, would be) restamped. The
-    stamp is 1 ms later, or 1 s or 2 s on a file system that keeps coarser times (it is read
-    back): a stamp the file system rounded back would leave the tie in place."""
-    if path.stat().st_mtime_ns // 1_000_000 > prev_ms:
-        return False
-    if apply:
-        for step_ms in STAMP_STEPS_MS:
-            t = (prev_ms + step_ms) * 1_000_000
-            os.utime(path, ns=(t, t))
-            if path.stat().st_mtime_ns // 1_000_000 > prev_ms:
-                break
-    return True
-
-
-def _unreadable(path: Path, e: Exception) -> str:
-    return (
-        f"input log: {path} is not a readable input segment ({e}); restore the file, or remove "
-        "it and the segments after it"
-    )
-
-
-def _footer_min_max(md: Any, names: tuple[str, ...]) -> list[tuple[Any, Any]] | None:
-    """(min, max) of each named column over a Parquet file's row groups, from the footer's
-    statistics; None when a row group lacks them."""
-    out = []
-    for name in names:
-        j = md.schema.names.index(name)
-        lo, hi = [], []
-        for g in range(md.num_row_groups):
-            st = md.row_group(g).column(j).statistics
-            if st is None or not st.has_min_max:
-                return None
-            lo.append(st.min)
-            hi.append(st.max)
-        out.append((min(lo), max(hi)))
-    return out

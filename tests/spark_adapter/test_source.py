@@ -182,7 +182,7 @@ def test_a_file_system_with_whole_second_times_still_gets_segments_in_order(
 ) -> None:
     """On a file system that keeps whole seconds (simulated: every stamp rounded down), a
     stamp 1 ms later is rounded back to the tie; the segment gets the next second instead."""
-    from spark_adapter import source
+    from spark_adapter import segment_files
 
     sc = load_scenario(SCENARIOS / "seed-groupby-window.yaml")
     log = InputLog(tmp_path / "in")
@@ -193,7 +193,7 @@ def test_a_file_system_with_whole_second_times_still_gets_segments_in_order(
         t = ns[0] // 1_000_000_000 * 1_000_000_000
         real(path, ns=(t, t))  # type: ignore[arg-type]
 
-    monkeypatch.setattr(source.os, "utime", whole_seconds)
+    monkeypatch.setattr(segment_files.os, "utime", whole_seconds)
     t0 = (time.time_ns() // 1_000_000_000 - 100) * 1_000_000_000
     for i in range(3):
         real(log.path(i), ns=(t0, t0))  # all three tie on one second
