@@ -17,7 +17,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from spark_adapter.actuator import PlanLog
-from spark_adapter.source import SEGMENT_ID_BITS
+from spark_adapter.source import SEGMENT_ID_BITS, segment_index
 
 __all__ = ["InputOutOfOrder", "ReadOrder", "segment_indices"]
 
@@ -34,12 +34,10 @@ def segment_indices(files: Iterable[str]) -> list[int]:
     >>> segment_indices(["file:///w/input/seg-000012.parquet", "/w/input/seg-000003.parquet"])
     [3, 12]
     """
-    out = []
-    for f in files:
-        name = Path(urlparse(f).path).name
-        if name.startswith("seg-") and name.endswith(".parquet"):
-            out.append(int(name[4:-8]))
-    return sorted(out)
+    names = (Path(urlparse(f).path).name for f in files)
+    return sorted(
+        segment_index(n) for n in names if n.startswith("seg-") and n.endswith(".parquet")
+    )
 
 
 class ReadOrder:

@@ -66,7 +66,7 @@ def check(path: Path, columns: Sequence[str]) -> None:
         names = set(pq.read_schema(path).names)
     except FileNotFoundError:
         return
-    except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+    except (OSError, ValueError) as e:
         raise ValueError(_unreadable(path, e)) from None
     missing = [c for c in columns if c not in names]
     if missing:
@@ -101,9 +101,9 @@ def read(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
     (truncated by a copy, or something else under its name) is a ``ValueError`` naming it."""
     try:
         return pq.read_table(path, columns=columns).to_pandas()
-    except (OSError, ValueError) as e:
-        if not path.exists():
-            raise
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
         raise ValueError(_unreadable(path, e)) from None
 
 

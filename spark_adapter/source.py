@@ -40,7 +40,7 @@ from spark_adapter import segment_files
 from spark_adapter.actuator import atomic_write
 from spark_adapter.dpc import COVERS_KEY, STREAMS_KEY
 
-__all__ = ["CLOSED", "INPUT_SCHEMA_DDL", "InputLog", "silence_stream"]
+__all__ = ["CLOSED", "INPUT_SCHEMA_DDL", "InputLog", "segment_index", "silence_stream"]
 
 CLOSED = "_CLOSED"
 TRIMMED = "_TRIMMED"  # hidden from Spark's file source, like _CLOSED
@@ -125,7 +125,7 @@ class InputLog:
 
     def segments(self) -> list[int]:
         """Indices of the segments present, ascending."""
-        return sorted(int(p.stem.split("-")[1]) for p in self.root.glob("seg-*.parquet"))
+        return sorted(segment_index(p.name) for p in self.root.glob("seg-*.parquet"))
 
     def read(self, indices: list[int] | None = None) -> pd.DataFrame:
         """Segments as one DataFrame (all by default)."""
@@ -387,6 +387,15 @@ def silence_stream(root: Path, stream: str | None, seconds: float) -> dict[str, 
         )
     path = log.hold(stream, seconds)
     return {"silenced": stream, "seconds": seconds, "hold": str(path)}
+
+
+def segment_index(name: str) -> int:
+    """The index in a segment's file name (``seg-000042.parquet`` -> 42).
+
+    >>> segment_index("seg-000042.parquet")
+    42
+    """
+    return int(name.removeprefix("seg-").removesuffix(".parquet"))
 
 
 def first_event_id(segment: int) -> int:
