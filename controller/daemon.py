@@ -5,9 +5,8 @@ scheduler). ``Daemon.run()`` schedules it every ``control.interval_s`` with one 
 time, missed runs coalesced and a misfire grace of about one interval; missed and skipped
 runs are counted. SIGTERM and SIGINT stop it after the current round (exit 0). With
 ``control.on_batch`` (spark-external) the daemon also watches the pipeline's batch files and
-brings the round forward when a new one lands, so a plan made from batch b reaches batch b + 1
-rather than whichever batch starts after the next timer round (b + 2 when batches fill most of
-their trigger interval); the timer then counts from that round.
+brings the round forward when a new one lands (a plan made from batch b reaches b + 1, not
+b + 2). A pipeline not the configured one (``PipelineMismatch``) gets no decision until fixed.
 
 Several daemons may share one decision log: the one holding its lease is primary and runs the
 rounds, the others are warm standbys (``controller.leadership``). A daemon becoming primary
@@ -45,6 +44,7 @@ from core import loadstats
 from core.cluster import NodeStatus
 from core.lease import StaleEpochError
 from core.plans import Plan
+from spark_adapter.external import PipelineMismatch
 
 __all__ = ["Daemon"]
 
@@ -81,6 +81,7 @@ class Daemon:
         self.missed = 0
         self.skipped = 0
         self.refused = 0  # writes refused because a newer epoch holds the lease
+        self.mismatch: str | None = None  # the steered pipeline is not the configured one
         self.started = time.time()
         self.resumed_from: int | None = None
         self.became_primary_at: float | None = None
@@ -180,6 +181,12 @@ class Daemon:
                 return
             try:
                 self._round()
+                self.mismatch = None
+            except PipelineMismatch as e:  # nothing decided or published until it is fixed
+                if str(e) != self.mismatch:
+                    log.error("pipeline_mismatch", extra={"fields": {"error": str(e)}})
+                self.mismatch = str(e)
+                self._write_status()
             except StaleEpochError as e:
                 self.refused += 1
                 self.telemetry.refused.inc()
@@ -258,6 +265,8 @@ class Daemon:
             t.batch_duration.observe(st.duration_s)
             t.pipeline_rows.inc(float(st.rows))
             t.partials_merged.inc(float(st.partials_merged))
+            if st.plan_refused is not None:
+                t.plans_refused.inc()
             if st.batch_id >= self._newest_batch:
                 self._newest_batch = st.batch_id
                 t.last_batch.set(st.batch_id)
@@ -298,6 +307,7 @@ class Daemon:
             "health": {
                 "missed_runs": self.missed,
                 "skipped_runs": self.skipped,
+                "pipeline_mismatch": self.mismatch,
                 "nodes_down": [
                     n
                     for n, st in zip(

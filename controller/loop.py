@@ -19,7 +19,7 @@ from core.loadstats import LoadWindow
 from core.observation import Observation
 from core.plans import Plan
 
-__all__ = ["ControlLoop", "DecisionRecord", "Substrate"]
+__all__ = ["ControlLoop", "DecisionRecord", "Substrate", "with_refusals"]
 
 
 class Substrate(Protocol):
@@ -96,7 +96,9 @@ class ControlLoop:
         self.last_obs = obs
         self.units.push_many(obs.unit_load)
         self.nodes.push_many(obs.node_load)
-        decision = self.policy.decide(self.units.series(), self.nodes.series(), self.plan, obs)
+        decision = with_refusals(
+            self.policy.decide(self.units.series(), self.nodes.series(), self.plan, obs), obs
+        )
         applied = False
         if decision.plan is not None and not self.dry_run:
             self.plan = self.substrate.apply(decision.plan) or decision.plan
@@ -118,6 +120,19 @@ class ControlLoop:
             )
         )
         return decision
+
+
+def with_refusals(d: Decision, obs: Observation) -> Decision:
+    """The decision with the plans the steered pipeline refused since the last round
+    (``spark_adapter.plan_fit``: made for another query or partition count; its batches ran
+    the plan before): the newest named in the reason, all in ``details``."""
+    refused = sorted({b.plan_refused for b in obs.batches if b.plan_refused is not None})
+    if not refused:
+        return d
+    v, why = refused[-1]
+    note = f"the pipeline refused plan v{v} and ran the plan before it: {why}"
+    details = {**d.details, "plans_refused": [{"version": v, "problem": p} for v, p in refused]}
+    return Decision(d.plan, d.kind, f"{d.reason}; {note}" if d.reason else note, details)
 
 
 def _jsonable(x: Any) -> Any:

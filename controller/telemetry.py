@@ -117,6 +117,12 @@ class Telemetry:
         self.pipeline_rows = Counter(
             "trimtab_pipeline_rows", "Rows the pipeline's keyed stage processed", registry=r
         )
+        self.plans_refused = Counter(
+            "trimtab_pipeline_plans_refused",
+            "Micro-batches that refused the current plan as not made for the pipeline (another "
+            "scenario's key groups or partitions) and ran the plan before it",
+            registry=r,
+        )
         self.partials_merged = Counter(
             "trimtab_pipeline_partials_merged",
             "Partial results merged across partitions (merge volume: every key's under "

@@ -14,12 +14,12 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from controller.config import ConfigError, load_settings, path_problems
+from controller.config import ConfigError, Settings, load_settings, path_problems
 from controller.scenario import ScenarioFile, load_scenario
 from core.plans import Plan
 from core.scenario import format_validation_error
 
-__all__ = ["CONFIG_KEYS", "file_kind", "plan_problems", "validate_file"]
+__all__ = ["CONFIG_KEYS", "file_kind", "pipeline_problems", "plan_problems", "validate_file"]
 
 CONFIG_KEYS = frozenset({"control", "substrate", "metrics", "decision_log"})
 
@@ -72,6 +72,23 @@ def plan_problems(plan: Plan, scenario: ScenarioFile) -> list[str]:
     return out
 
 
+def pipeline_problems(settings: Settings) -> list[str]:
+    """A ``spark-external`` config whose workdir holds another pipeline's batches (another
+    scenario's key groups or streams, other partitions), one line; reads only."""
+    sub = settings.substrate
+    if sub.kind != "spark-external" or not sub.workdir or not Path(sub.scenario).is_file():
+        return []
+    from spark_adapter.external import workdir_mismatch
+    from spark_adapter.query import compile_query
+
+    try:
+        q = compile_query(load_scenario(sub.scenario))
+    except ValueError:  # the scenario's own problem: the daemon's start names it
+        return []
+    problem = workdir_mismatch(sub.workdir, list(q.sides), sub.partitions, q.key_groups)
+    return [problem] if problem else []
+
+
 def validate_file(path: Path, scenario: Path | None = None) -> str:
     """Load ``path`` as the kind it looks like; return the kind or raise its error. A plan is
     also checked against ``scenario`` when one is given."""
@@ -90,7 +107,8 @@ def validate_file(path: Path, scenario: Path | None = None) -> str:
             if problems:
                 raise ConfigError(str(path), problems)
     elif kind == "config":
-        problems = path_problems(load_settings(path))
+        settings = load_settings(path)
+        problems = path_problems(settings) + pipeline_problems(settings)
         if problems:
             raise ConfigError(str(path), problems)
     elif kind == "calibration":

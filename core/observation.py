@@ -30,6 +30,8 @@ class PipelineBatch:
     partition_rows: tuple[int, ...] = ()  # input rows per partition
     partition_busy_s: tuple[float, ...] = ()  # busy seconds per partition
     ready_nodes: int | None = None  # its running nodes whose executors were live (None: unknown)
+    # the plan version the pipeline refused for this batch (it kept the one before) and why
+    plan_refused: tuple[int, str] | None = None
 
 
 @dataclass(frozen=True)

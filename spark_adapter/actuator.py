@@ -21,7 +21,7 @@ import math
 import os
 import sqlite3
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -219,11 +219,14 @@ class PlanLog:
         plans: PlanStore,
         watermark: float,
         tentative: float | None = None,
+        choose: Callable[[], Plan] | None = None,
     ) -> tuple[Plan, BatchPin]:
         """The pinned plan and watermarks for ``batch_id``; pins the current ones on first sight.
 
         ``watermark`` is the stable watermark, ``tentative`` DPC's (``spark_adapter.dpc``;
-        default: the stable one). Both are pinned and never go back.
+        default: the stable one). Both are pinned and never go back. ``choose`` picks the plan
+        a new pin takes (default: the store's current one; ``plan_fit.PlanGuard`` refuses a
+        plan the pipeline cannot run).
         """
         row = self._db.execute(
             "SELECT plan_version, wm_prev, wm, COALESCE(twm, wm) FROM pins WHERE batch_id=?",
@@ -241,7 +244,7 @@ class PlanLog:
         wm_prev = prev[0] if prev else float("-inf")
         wm = max(watermark, wm_prev)
         twm = max(wm, twm_prev, watermark if tentative is None else tentative)
-        plan = plans.load_current()
+        plan = choose() if choose is not None else plans.load_current()
         self._db.execute(
             "INSERT INTO pins (batch_id, plan_version, wm_prev, wm, twm) VALUES (?,?,?,?,?)",
             (batch_id, plan.version, wm_prev, wm, twm),
@@ -256,6 +259,13 @@ class PlanLog:
                 "SELECT batch_id, plan_version, wm_prev, wm FROM pins ORDER BY batch_id"
             )
         ]
+
+    def last_pinned_version(self) -> int | None:
+        """The plan version of the newest pin (None: nothing is pinned)."""
+        row = self._db.execute(
+            "SELECT plan_version FROM pins ORDER BY batch_id DESC LIMIT 1"
+        ).fetchone()
+        return None if row is None else int(row[0])
 
     def pin_of(self, batch_id: int) -> int | None:
         """The plan version pinned for ``batch_id``."""

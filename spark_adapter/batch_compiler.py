@@ -33,6 +33,7 @@ __all__ = [
     "every_key_split",
     "first_quota",
     "keep_sql",
+    "plan_problem",
     "route_sql",
     "routed_partitions",
     "split_keys",
@@ -391,3 +392,42 @@ def compile_batch(
         twm_prev=max(pin.tentative[0], pin.watermark_prev),
         twm=max(pin.tentative[1], pin.watermark),
     )
+
+
+def plan_problem(plan: Plan, q: QuerySpec, partitions: int) -> str | None:
+    """Why a pipeline of query ``q`` on ``partitions`` cannot run ``plan`` (None: it can): a
+    plan made for another query (key groups or drop locations it does not have) or another
+    partition count, as a controller steering another scenario publishes.
+
+    >>> from core.plans import Placement
+    >>> q = QuerySpec("agg", "aggregate", "count", 10.0, 1.0, 2, {"s": 0})
+    >>> fits = Plan(placement=Placement(units=("agg#0", "agg#1"), nodes=("p0", "p1"),
+    ...                                 assignment=(0, 1)))
+    >>> plan_problem(fits, q, 2) is None
+    True
+    >>> plan_problem(fits, q, 4)
+    'placement.nodes: the plan places key groups on 2 partitions; the pipeline runs 4'
+    >>> plan_problem(fits.next(placement=fits.placement.model_copy(
+    ...     update={"units": ("cnt#0", "cnt#1")})), q, 2)
+    "placement: unit 'agg#0' missing"
+    """
+    nodes = len(plan.placement.nodes)
+    if nodes != partitions:
+        return (
+            f"placement.nodes: the plan places key groups on {nodes} partitions; "
+            f"the pipeline runs {partitions}"
+        )
+    arcs = {a for _, path in q.forks.values() for a in path}
+    known = set(q.sides) | set(q.streams) | arcs
+    for loc in plan.shed.locations:
+        if loc not in known:
+            return (
+                f"shed.locations: {loc!r} is not a stream or split of this query "
+                f"({', '.join(sorted(known))})"
+            )
+    pin = BatchPin(0, plan.version, -math.inf, -math.inf, False)
+    try:
+        compile_batch(plan, pin, q, partitions)
+    except ValueError as e:
+        return str(e)
+    return None

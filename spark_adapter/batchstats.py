@@ -28,6 +28,7 @@ __all__ = [
     "observation_from_batches",
     "offered_rates",
     "partition_status",
+    "plan_refused",
     "read_batch_stats",
     "ready_nodes",
     "retire_batch_stats",
@@ -188,6 +189,17 @@ def ready_nodes(st: BatchStats) -> int | None:
     return None if live is None or nodes is None else min(int(live), int(nodes))
 
 
+def plan_refused(st: BatchStats) -> tuple[int, str] | None:
+    """The plan version the pipeline refused for this batch and why (``plan_fit``), if any.
+
+    >>> from types import SimpleNamespace as B
+    >>> plan_refused(B(info={"plan_refused": {"version": 7, "problem": "p"}})), plan_refused(B(info={}))
+    ((7, 'p'), None)
+    """
+    r = st.info.get("plan_refused")
+    return None if not r else (int(r["version"]), str(r["problem"]))
+
+
 def _no_batch(n: int, d: int, plan_version: int) -> Observation:
     """A steered pipeline that completed no batch since the last observation."""
     return Observation(
@@ -326,6 +338,7 @@ def observation_from_batches(
                 tuple(int(x) for x in b.rows),
                 tuple(float(x) for x in b.busy_s),
                 ready_nodes(b),
+                plan_refused(b),
             )
             for b in batches
         ),

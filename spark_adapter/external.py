@@ -19,9 +19,13 @@ import numpy as np
 from core.observation import Observation
 from core.plans import Plan
 from spark_adapter.actuator import PlanStore
-from spark_adapter.batchstats import observation_from_batches, read_batch_stats
+from spark_adapter.batchstats import BatchStats, observation_from_batches, read_batch_stats
 
-__all__ = ["ExternalSparkSubstrate"]
+__all__ = ["ExternalSparkSubstrate", "PipelineMismatch", "batch_mismatch", "workdir_mismatch"]
+
+
+class PipelineMismatch(ValueError):
+    """The steered pipeline's batches are not of the configured scenario or partitions."""
 
 
 class ExternalSparkSubstrate:
@@ -34,8 +38,10 @@ class ExternalSparkSubstrate:
         partitions: int,
         tick_s: float = 1.0,
         inputs: list[str] | None = None,
+        key_groups: int | None = None,
     ) -> None:
         self.dir = Path(workdir)
+        self.key_groups = key_groups  # the keyed stage's, when the caller knows its query
         self.plans = PlanStore(self.dir / "plans")
         self.streams, self.n, self.tick_s = streams, partitions, tick_s
         self.inputs = inputs  # the input stream of each (path) stream
@@ -51,12 +57,21 @@ class ExternalSparkSubstrate:
             seen, read = self._stamps(), self.mtimes
             self.mtimes, self._poll = seen, None  # files the pipeline retired are forgotten
         fresh = [read_batch_stats(f) for f in sorted(seen) if read.get(f) != seen[f]]
+        for b in fresh[-1:]:  # the newest: a restarted pipeline may run another query
+            if problem := self.mismatch(b):
+                with self._lock:
+                    self.mtimes = read  # read again once the pipeline or the config is fixed
+                raise PipelineMismatch(problem)
         obs = observation_from_batches(
             fresh, self.n, self.streams, self.tick_s, self.version, self.inputs, self.last_rates
         )
         if obs.input_rates.shape[1]:
             self.last_rates = obs.input_rates[:, -1]
         return obs
+
+    def mismatch(self, b: BatchStats) -> str | None:
+        """Why batch ``b`` is not of the configured pipeline (``batch_mismatch``)."""
+        return batch_mismatch(b, self.dir, self.streams, self.n, self.key_groups)
 
     def unseen_mtime(self) -> int:
         """The newest modification time (ns) of a batch file ``observe`` has not read, 0 when
@@ -92,3 +107,39 @@ class ExternalSparkSubstrate:
         plan = self.plans.publish_next(plan)
         self.version = plan.version
         return plan
+
+
+def batch_mismatch(
+    b: BatchStats, workdir: Path, streams: list[str], partitions: int, key_groups: int | None
+) -> str | None:
+    """Why batch ``b`` is not of the pipeline a daemon was configured for (None: it is): other
+    partitions, key groups or streams, as when its ``substrate.scenario`` or
+    ``substrate.partitions`` is not the driver's."""
+    where = f"the pipeline in {workdir} ({workdir / 'metrics' / f'batch-{b.batch_id:08d}.json'})"
+    if b.busy_s.size != partitions:
+        return f"substrate.partitions: {partitions}, but {where} runs {b.busy_s.size}"
+    if key_groups is not None and b.kg_rows.size != key_groups:
+        return (
+            f"substrate.scenario: its keyed operator has {key_groups} key groups, "
+            f"but {where} has {b.kg_rows.size}"
+        )
+    other = sorted(set(b.stream_rows) - set(streams))
+    if other:
+        return (
+            f"substrate.scenario: {where} reads stream {other[0]!r}, which the scenario "
+            f"does not have ({', '.join(streams)})"
+        )
+    return None
+
+
+def workdir_mismatch(
+    workdir: str | Path, streams: list[str], partitions: int, key_groups: int | None
+) -> str | None:
+    """``batch_mismatch`` of the newest batch file in ``workdir`` (None without one); reads
+    only."""
+    files = sorted((Path(workdir) / "metrics").glob("batch-*.json"))
+    if not files:
+        return None
+    return batch_mismatch(
+        read_batch_stats(files[-1]), Path(workdir), streams, partitions, key_groups
+    )

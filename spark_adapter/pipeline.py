@@ -50,6 +50,7 @@ from spark_adapter.executor_pool import ExecutorPool, live_executor_count
 from spark_adapter.input_order import InputOutOfOrder, ReadOrder, segment_indices
 from spark_adapter.operators import ROW_COLUMNS, ROW_DDL
 from spark_adapter.options import PipelineOptions
+from spark_adapter.plan_fit import PlanGuard, PlanRefused
 from spark_adapter.query import QuerySpec
 from spark_adapter.recovery import Retention, SegmentIndex, restore, snapshot_state
 from spark_adapter.session import jvm_log_level
@@ -102,7 +103,8 @@ class SparkPipeline:
         self.order = ReadOrder(self.log, self.input.root)
         self.stats: dict[int, BatchStats] = {}
         self.restamped: list[int] = []  # segments the last start put back in order
-        self.out_of_order: InputOutOfOrder | None = None  # what stopped the query, if that
+        self.guard = PlanGuard(self.q, self.n, self.plans, self.log)  # a plan that fits
+        self.stopped: InputOutOfOrder | PlanRefused | None = None  # what stopped the query
         self._muted: str | None = None  # the query logger's level while it is muted
         self.states: dict[int, DataFrame] = {}  # state after batch b (cached), for replays of b + 1
         self.max_ts = -math.inf
@@ -144,7 +146,8 @@ class SparkPipeline:
         files = steps.input_files(df) or self.index.source_log_files(batch_id)
         if not refold:  # before anything is pinned or written
             self.order.check(batch_id, segment_indices(files))
-        plan, pin = self.log.resolve(batch_id, self.plans, *self.dpc.watermarks(self.max_ts))
+        wms = self.dpc.watermarks(self.max_ts)
+        plan, pin = self.log.resolve(batch_id, self.plans, *wms, choose=self.guard.choose)
         if self.fault_hook is not None and not refold:
             self.fault_hook(batch_id, "start")
         spec = self.compile(plan, pin)
@@ -179,6 +182,7 @@ class SparkPipeline:
         st.info |= dpc_info(spec, self.dir, refold, tent_rows) | arrivals(segs, self.input.path)
         if executors:
             st.info["executors"] = executors
+        st.info |= self.guard.info(pin)  # a plan its pin passed over
         if not refold:
             self._commit(st, plan, state, checkpointed)
         marks.append(("commit", time.perf_counter()))
@@ -310,31 +314,32 @@ class SparkPipeline:
     def _foreach_batch(self, df: DataFrame, batch_id: int) -> None:
         try:
             self.process(df, batch_id)
-        except InputOutOfOrder as e:  # Spark wraps it in its own trace; keep it to re-raise
-            self.out_of_order = e
+        except (InputOutOfOrder, PlanRefused) as e:  # Spark wraps it in its trace: keep it
+            self.stopped = e
             self._muted = jvm_log_level(self.spark, QUERY_LOGGER, "OFF")  # that trace
             raise
 
     def _prepare(self) -> None:
         """Before the query starts: the log in index order by time, and indexed."""
         self.restamped = self.input.restamp()
-        self.out_of_order = None
+        self.stopped = None
         self.index.refresh()
 
     @contextlib.contextmanager
     def _query_errors(self) -> Iterator[None]:
-        """An input out of order stops the query as itself, not in Spark's trace."""
+        """An input out of order or a refused plan stops the query as itself, not in
+        Spark's trace."""
         try:
             yield
         except Exception:
-            if self.out_of_order is None:
+            if self.stopped is None:
                 raise
         finally:
             if self._muted is not None:
                 jvm_log_level(self.spark, QUERY_LOGGER, self._muted)
                 self._muted = None
-        if self.out_of_order is not None:
-            raise self.out_of_order from None
+        if self.stopped is not None:
+            raise self.stopped from None
 
     @staticmethod
     def _finished(query: Any) -> None:

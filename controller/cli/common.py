@@ -27,6 +27,9 @@ __all__ = [
     "SPARK_KEYS",
     "SUMMARY_KEYS",
     "app",
+    "check_input_log",
+    "check_plan",
+    "ensure_plan",
     "err",
     "fail",
     "load",
@@ -290,3 +293,38 @@ def progress(enabled: bool) -> Any:
     from rich.progress import Progress
 
     return Progress(console=err, transient=True)
+
+
+def ensure_plan(sc: ScenarioFile, workdir: Path, partitions: int, default_plan: bool) -> None:
+    """A batch run needs a plan: the controller's, or with ``--default-plan`` plan 0."""
+    from spark_adapter.actuator import PlanStore
+
+    plans = PlanStore(workdir / "plans")
+    if plans.current_version() is not None:
+        return
+    if not default_plan:
+        fail(
+            f"--workdir: no plan in {workdir / 'plans'}: start the controller first "
+            "(trimtab run, substrate.kind: spark-external) or pass --default-plan"
+        )
+    from spark_adapter.query import compile_query
+    from spark_adapter.warm_start import round_robin_plan
+
+    plans.publish(round_robin_plan(compile_query(sc), partitions))
+
+
+def check_plan(sc: ScenarioFile, workdir: Path, partitions: int) -> None:
+    """Before Spark starts: the plan the next batch would pin fits this pipeline (the current
+    one, or the one the last batch pinned: ``plan_fit.PlanGuard``); else exit 2."""
+    from spark_adapter.actuator import PlanLog, PlanStore
+    from spark_adapter.plan_fit import PlanGuard, PlanRefused
+    from spark_adapter.query import compile_query
+
+    plans = PlanStore(workdir / "plans", read_only=True)
+    if plans.current_version() is None:
+        return
+    pins = PlanLog(workdir / "planlog.sqlite") if (workdir / "planlog.sqlite").exists() else None
+    try:
+        PlanGuard(compile_query(sc), partitions, plans, pins).choose()
+    except PlanRefused as e:
+        fail(str(e))

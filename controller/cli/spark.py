@@ -14,12 +14,13 @@ import typer
 from controller.cli.common import (
     app,
     check_input_log,
+    check_plan,
+    ensure_plan,
     fail,
     load,
     print_json,
     writable_dir,
 )
-from controller.scenario import ScenarioFile
 
 pipeline_app = typer.Typer(
     help="Run a pipeline driver outside a replay (primary or warm standby).", no_args_is_help=True
@@ -89,7 +90,10 @@ def pipeline_run(
         fail(f"--role: {role!r} is not primary, standby or active")
     check_input_log(workdir / "input", "--workdir")
     if role == "primary" and (trigger_s is None or default_plan):  # live: a daemon may publish
-        _ensure_plan(sc, workdir, partitions, default_plan)
+        ensure_plan(sc, workdir, partitions, default_plan)
+    check_plan(sc, workdir, partitions)
+    from spark_adapter.plan_fit import PlanRefused
+
     try:
         out = run_driver(
             workdir,
@@ -112,6 +116,8 @@ def pipeline_run(
             dpc_mode=sc.controller.ha.dpc.mode,
             dpc_max_delay_s=sc.controller.ha.dpc.max_delay_s,
         )
+    except PlanRefused as e:  # a plan published for another pipeline, while it ran
+        fail(str(e))
     except (ValueError, RuntimeError) as e:
         fail(str(e), 1)
     print_json({k: out[k] for k in DRIVER_KEYS})
@@ -187,24 +193,6 @@ def input_generate(
     first = start + shift  # backlog segments of a silenced stream shift the indices
     written = log.next_index() - first  # the pipeline may have trimmed some already
     print_json({"rows": rows, "segments": written, "first": first, "closed": log.closed})
-
-
-def _ensure_plan(sc: ScenarioFile, workdir: Path, partitions: int, default_plan: bool) -> None:
-    """A batch run needs a plan: the controller's, or with ``--default-plan`` plan 0."""
-    from spark_adapter.actuator import PlanStore
-
-    plans = PlanStore(workdir / "plans")
-    if plans.current_version() is not None:
-        return
-    if not default_plan:
-        fail(
-            f"--workdir: no plan in {workdir / 'plans'}: start the controller first "
-            "(trimtab run, substrate.kind: spark-external) or pass --default-plan"
-        )
-    from spark_adapter.query import compile_query
-    from spark_adapter.warm_start import round_robin_plan
-
-    plans.publish(round_robin_plan(compile_query(sc), partitions))
 
 
 @input_app.command("import")

@@ -15,6 +15,7 @@ from controller.cli import app
 from tests.conftest import ROOT, SCENARIOS
 
 BASE = SCENARIOS / "seed-shedding-2node.yaml"
+GW = SCENARIOS / "seed-groupby-window.yaml"  # a scenario the Spark pipeline runs
 
 
 def _scenario(tmp: Path, name: str, edit) -> str:  # type: ignore[no-untyped-def]
@@ -77,8 +78,11 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
         ).to_json()
     )
     torn, foreign = _bad_logs(tmp)
+    other_plan = _plan_workdirs(tmp)
     sc = lambda name, edit: _scenario(tmp, name, edit)  # noqa: E731
     cf = lambda name, edit: _config(tmp, name, edit)  # noqa: E731
+    ext = _other_pipeline_config(tmp, cf)
+    mismatch = "substrate.scenario: its keyed operator has 16 key groups, but the pipeline in "
 
     def rate(v):  # type: ignore[no-untyped-def]
         return lambda d: d["streams"][0].__setitem__("rate", v)
@@ -292,6 +296,20 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             "--workdir: input log: " + str(torn / "input" / "seg-000001.parquet"),
         ),
         (
+            "pipeline run another scenario's plan",
+            ["pipeline", "run", str(GW), "--workdir", str(other_plan)],
+            2,
+            str(other_plan / "plans" / "v000000.json") + ": placement: unit 'count_k#0' missing",
+        ),
+        (
+            "pipeline run other partitions",
+            ["pipeline", "run", str(GW), "--workdir", str(tmp / "planned"), "--partitions", "3"],
+            2,
+            "placement.nodes: the plan places key groups on 2 partitions; the pipeline runs 3",
+        ),
+        ("validate another pipeline's workdir", ["validate", ext], 2, mismatch),
+        ("run on another pipeline's workdir", ["run", "--config", ext], 2, mismatch),
+        (
             "verify input foreign parquet",
             ["pipeline", "verify", good, "--workdir", str(torn), "--input", str(foreign)],
             2,
@@ -442,6 +460,44 @@ def _bad_logs(tmp: Path) -> tuple[Path, Path]:
     return torn, foreign
 
 
+def _plan_workdirs(tmp: Path) -> Path:
+    """Workdirs with an input log and a published plan: ``other`` holds a plan made for
+    another scenario (spark-anticorrelated's key groups), ``planned`` one for 2 partitions."""
+    from controller.scenario import load_scenario
+    from controller.testing import key_group_plan
+    from spark_adapter.actuator import PlanStore
+    from spark_adapter.query import compile_query
+    from spark_adapter.source import InputLog
+
+    for name, sc in (("other", "spark-anticorrelated.yaml"), ("planned", GW.name)):
+        InputLog(tmp / name / "input").generate(load_scenario(GW), 2, scale=0.05)
+        q = compile_query(load_scenario(SCENARIOS / sc))
+        PlanStore(tmp / name / "plans").publish(key_group_plan(q, [0] * q.key_groups))
+    return tmp / "other"
+
+
+def _other_pipeline_config(tmp: Path, cf) -> str:  # type: ignore[no-untyped-def]
+    """A daemon config steering spark-anticorrelated (16 key groups) in a workdir whose batch
+    file is seed-groupby-window's (8)."""
+    from spark_adapter.batchstats import BatchStats, write_batch_stats
+
+    work = tmp / "gw-pipe"
+    import numpy as np
+    import pandas as pd
+
+    rows, busy, kg = np.array([5, 5]), np.array([0.1, 0.1]), np.full(8, 1)
+    keys = pd.DataFrame({"key": [1], "side": [0], "rows": [10]})
+    st = BatchStats(0, 0, False, 1.0, rows, busy, kg, keys, {"s": 10}, 0, 0, 0, 1, (0, 9), 1.0)
+    write_batch_stats(st, work / "metrics")
+    sub = {"kind": "spark-external", "scenario": str(SCENARIOS / "spark-anticorrelated.yaml")}
+
+    def edit(d):  # type: ignore[no-untyped-def]
+        d["substrate"] = {**sub, "workdir": str(work)}
+        d["metrics"]["port"] = 0
+
+    return cf("ext-other", edit)
+
+
 def d_op(path: Path) -> str:
     return yaml.safe_load(path.read_text())["operators"][0]["id"]
 
@@ -472,6 +528,9 @@ def test_bad_input_sweep(tmp_path: Path, busy_port: int) -> None:
     assert not failures, "\n".join(failures)
     # refused before anything ran: the torn log's workdir holds its input and nothing else
     assert sorted(p.name for p in (tmp_path / "torn").iterdir()) == ["input"]
+    assert [p.name for p in (tmp_path / "gw-pipe").iterdir()] == ["metrics"]  # no plan out
+    for name in ("other", "planned"):  # a refused plan: nothing pinned, Spark never started
+        assert sorted(p.name for p in (tmp_path / name).iterdir()) == ["input", "plans"]
 
 
 def test_an_environment_variable_is_blamed_not_the_file(monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -464,6 +464,49 @@ def test_daemon_steers_a_spark_pipeline_through_its_files(tmp_path: Path) -> Non
     assert reg.get_sample_value("trimtab_pipeline_partials_merged_total") == 6 * 3
 
 
+def test_a_daemon_steers_only_the_pipeline_it_was_configured_for(tmp_path: Path) -> None:
+    """A daemon whose scenario or partitions are not the driver's. With that pipeline's
+    batches in the workdir, it stops at start before anything is written. A pipeline found
+    to differ in a round (started later, or restarted) gets no decision and no plan until it
+    is fixed; the status names the problem. A plan the driver refused is named in the next
+    round's reason and counted."""
+    from spark_adapter.batchstats import write_batch_stats
+    from spark_adapter.external import PipelineMismatch
+
+    sc, groups, work = _external_pipe(tmp_path)
+    ext = {"kind": "spark-external", "scenario": str(sc), "workdir": str(work)}
+    conf = {"placement": {"method": "least-loaded"}, "shedding": {"method": "none"}}
+    other = _batch(0, np.full(groups + 1, 10), {1: 5})  # another query's key groups
+    write_batch_stats(other, work / "metrics")
+    with pytest.raises(
+        PipelineMismatch, match=rf"has {groups} key groups, but the pipeline in .* has {groups + 1}"
+    ):
+        Daemon(settings(tmp_path, substrate=ext, **conf))
+    assert not (tmp_path / "decisions.sqlite").exists() and not (work / "plans").exists()
+    (work / "metrics" / "batch-00000000.json").unlink()
+    d = Daemon(settings(tmp_path, substrate={**ext, "partitions": 3}, **conf))
+    d.tick()
+    version, rounds = d.loop.plan.version, d.loop.round
+    write_batch_stats(_batch(1, np.full(groups, 10), {1: 5}), work / "metrics")  # 2 partitions
+    d.tick()
+    d.tick()
+    assert (d.loop.plan.version, d.loop.round) == (version, rounds)  # nothing decided
+    assert d.status()["health"]["pipeline_mismatch"].startswith(
+        f"substrate.partitions: 3, but the pipeline in {work}"
+    )
+    d = Daemon(settings(tmp_path / "fixed", substrate=ext, **conf))
+    refused = _batch(2, np.full(groups, 10), {1: 5})
+    refused.info["plan_refused"] = {"version": 9, "problem": "placement: unit 'x#0' missing"}
+    write_batch_stats(refused, work / "metrics")
+    d.tick()
+    assert d.status()["health"]["pipeline_mismatch"] is None
+    reason = d.loop.records[-1].reason
+    assert (
+        "the pipeline refused plan v9 and ran the plan before it: placement: unit 'x#0'" in reason
+    )
+    assert d.telemetry.registry.get_sample_value("trimtab_pipeline_plans_refused_total") == 1
+
+
 def _metric_names(expr: str) -> set[str]:
     import re
 

@@ -27,6 +27,7 @@ from spark_adapter.batchstats import observation_from_batches
 from spark_adapter.input_order import InputOutOfOrder
 from spark_adapter.operators import ROW_DDL
 from spark_adapter.pipeline import QUERY_LOGGER, PipelineOptions, SparkPipeline
+from spark_adapter.plan_fit import PlanRefused
 from spark_adapter.query import compile_query
 from spark_adapter.session import jvm_log_level
 from spark_adapter.source import INPUT_SCHEMA_DDL
@@ -803,4 +804,47 @@ def test_a_segment_read_behind_a_committed_one_stops_its_batch_before_any_write(
     again = SparkPipeline(spark, q, tmp_path, PipelineOptions(2))
     with pytest.raises(InputOutOfOrder, match="seg-000003"):
         again.process(segment(spark, again, 3), 4)
+    pipe.cleanup()
+
+
+def test_a_plan_for_another_pipeline_is_never_pinned(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A controller steering another scenario publishes plans this pipeline cannot run
+    (spark-anticorrelated's key groups of ``count``, not seed-groupby-window's ``count_k``).
+    Pinned, such a plan would stop its batch on every replay. The first batch refuses to
+    start on one, with nothing pinned or written. Published while the pipeline runs, the
+    batches keep the plan before it and say so in their statistics; the next plan that fits
+    is taken, and the output equals the reference."""
+    _, q, pipe = make(spark, tmp_path, segments=4)
+    other = compile_query(load_scenario(SCENARIOS / "spark-anticorrelated.yaml"))
+    pipe.plans.publish(plan(other, [i % 2 for i in range(other.key_groups)], version=0))
+    with pytest.raises(PlanRefused, match=r"v000000\.json: placement: unit 'count_k#0' missing"):
+        pipe.process(segment(spark, pipe, 0), 0)
+    assert pipe.log.pin_of(0) is None and not (tmp_path / "output").exists()
+    assert jvm_log_level(spark, QUERY_LOGGER, "ERROR") == "ERROR"
+    pipe.plans.publish(plan(q, [i % 2 for i in range(q.key_groups)], version=1))
+    for b in (0, 1):
+        assert "plan_refused" not in pipe.process(segment(spark, pipe, b), b).info
+    pipe.plans.publish(plan(other, [0] * other.key_groups, version=2))
+    st = pipe.process(segment(spark, pipe, 2), 2)
+    assert st.info["plan_refused"] == {
+        "version": 2,
+        "problem": "placement: unit 'count_k#0' missing",
+    }
+    pipe.plans.publish(plan(q, [(i + 1) % 2 for i in range(q.key_groups)], version=3))
+    assert "plan_refused" not in pipe.process(segment(spark, pipe, 3), 3).info
+    assert pipe.log.pins() == [(0, 1), (1, 1), (2, 1), (3, 3)]
+    # the controller reads it from the batch files and says so in its round's reason
+    from controller.loop import with_refusals
+    from controller.policy import Decision
+    from spark_adapter.external import ExternalSparkSubstrate
+
+    obs = ExternalSparkSubstrate(tmp_path, list(q.sides), 2).observe()
+    assert [b.plan_refused for b in obs.batches][2][0] == 2
+    d = with_refusals(Decision(None, "hold", "no node overloaded"), obs)
+    assert d.reason.startswith("no node overloaded; the pipeline refused plan v2 and ran")
+    assert d.details["plans_refused"] == [st.info["plan_refused"]]
+    pipe.flush()
+    got, (exp, _) = pipe.output(), pipe.reference()
+    assert len(exp) > 0
+    assert_matches_reference(got, exp)
     pipe.cleanup()

@@ -75,6 +75,32 @@ def test_the_spark_lp_drops_the_costly_branch_first() -> None:
     assert 0.3 < keep["t"] < 0.9, keep
 
 
+def test_the_pipeline_runs_the_spark_lps_drops_and_refuses_another_querys() -> None:
+    """The plan guard (``batch_compiler.plan_problem``) takes every location the Spark LP
+    sheds at (the paths of a split, an input) and refuses a drop at a stream the query does
+    not read, or a hot key quota on a partition the plan's scale has released."""
+    from controller.testing import key_group_plan
+    from spark_adapter.batch_compiler import plan_problem
+
+    sc = split_scenario()
+    q = compile_query(sc)
+    ctx = spark_context(sc, q, 2, 0.1)
+    model = shed_model(ctx.network, ctx.units, np.array([0, 1] * 4), 2, np.full(3, 300.0))
+    shed = solve_lp(model, np.array([0.45, 0.45]), headroom=1.0)
+    assert set(shed.locations) == {ENRICH, DIRECT, "t"}
+    base = key_group_plan(q, [g % 2 for g in range(q.key_groups)])
+    assert plan_problem(base.next(shed=shed), q, 2) is None
+    keep = {"s": 0.5, "parse->enrich": 0.5}  # an input, and a split's arc
+    assert plan_problem(key_group_plan(q, [0] * q.key_groups, keep=keep), q, 2) is None
+    other = key_group_plan(q, [0] * q.key_groups, keep={"s:parse->enrich2": 0.5})
+    assert plan_problem(other, q, 2).startswith("shed.locations: 's:parse->enrich2' is not")
+    released = key_group_plan(q, [0] * q.key_groups, hot={7: ((0, 0.5), (1, 0.5))})
+    released = released.next(scale=released.scale.model_copy(update={"nodes": 1}))
+    assert (
+        plan_problem(released, q, 2) == "routing.hot.7: partition 1 is released (scale.nodes = 1)"
+    )
+
+
 def test_the_daemon_steers_a_split_pipeline_by_its_paths(tmp_path: Path) -> None:
     """External mode (a live pipeline's working directory): the daemon observes and plans
     with the path streams, each tied to its input stream (a branch dropped whole is seen at
