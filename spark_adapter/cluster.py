@@ -1,9 +1,10 @@
 """A standalone Spark cluster on 127.0.0.1: master and workers started with ``spark-class``.
 
 ``up`` starts the master (``--host 127.0.0.1``), waits for it to be elected leader, starts the
-workers and waits until each has registered; the pids, ports and log files go to a state file.
-``down`` ends exactly those pids (SIGTERM, then SIGKILL after a grace period); ``status`` reads
-the master's JSON endpoint. Nothing is found or killed by name.
+workers and waits until each has registered; the pids with their start times, the ports and
+the log files go to a state file. ``down`` ends exactly those processes (SIGTERM, then SIGKILL
+after a grace period), leaving alone a pid the system has since given to another process (after
+a reboot, say); ``status`` reads the master's JSON endpoint. Nothing is found or killed by name.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from spark_adapter.pids import process_start, same_process
 
 __all__ = ["ClusterState", "cluster_down", "cluster_status", "cluster_up", "spark_home"]
 
@@ -48,6 +51,16 @@ class ClusterState:
     master_web_port: int
     worker_pids: list[int] = field(default_factory=list)
     logs: list[str] = field(default_factory=list)
+    started: dict[str, float | None] = field(default_factory=dict)  # pid -> its start time
+
+    def add(self, pid: int) -> None:
+        """Record a started process's start time: with the pid, it names that process."""
+        self.started[str(pid)] = process_start(pid)
+
+    def owns(self, pid: int) -> bool:
+        """``pid`` still runs the process ``up`` started (not a recycled pid, e.g. after a
+        reboot; a state file from before start times were kept trusts the pid)."""
+        return same_process(pid, self.started.get(str(pid)))
 
     def save(self, path: Path) -> None:
         """Write the state file."""
@@ -98,7 +111,7 @@ def cluster_up(
 ) -> ClusterState:
     """Start a master and ``workers`` workers on loopback; refuses if a recorded cluster is alive."""
     old = ClusterState.load(state_file)
-    if old is not None and _alive(old.master_pid):
+    if old is not None and old.owns(old.master_pid):
         raise RuntimeError(
             f"a cluster is already up ({old.master_url}, pid {old.master_pid}); run 'trimtab cluster down'"
         )
@@ -119,6 +132,7 @@ def cluster_up(
         mlog,
     )
     state = ClusterState(f"spark://{LOOPBACK}:{port}", master.pid, web, [], [str(mlog)])
+    state.add(master.pid)
     state.save(state_file)
     try:
         _wait_for(mlog, "I have been elected leader", master, timeout_s)
@@ -142,6 +156,7 @@ def cluster_up(
                 wlog,
             )
             state.worker_pids.append(w.pid)
+            state.add(w.pid)
             state.logs.append(str(wlog))
             state.save(state_file)
             _wait_for(wlog, "Successfully registered with master", w, timeout_s)
@@ -151,33 +166,23 @@ def cluster_up(
     return state
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
-
-
 def cluster_down(state_file: Path, grace_s: float = 10.0) -> list[int]:
-    """Stop the recorded workers, then the master, by pid; returns the pids that were stopped."""
+    """Stop the recorded workers, then the master, by pid (only while each pid still runs
+    the process ``up`` started); returns the pids that were stopped."""
     state = ClusterState.load(state_file)
     if state is None:
         return []
-    pids = [*state.worker_pids, state.master_pid]
-    stopped = []
-    for pid in pids:
-        if _alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-            stopped.append(pid)
+    stopped = [pid for pid in [*state.worker_pids, state.master_pid] if state.owns(pid)]
+    for pid in stopped:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    for pid in pids:
-        while _alive(pid) and time.monotonic() < deadline:
+    for pid in stopped:
+        while state.owns(pid) and time.monotonic() < deadline:
             with contextlib.suppress(ChildProcessError, OSError):
                 os.waitpid(pid, os.WNOHANG)
             time.sleep(0.1)
-        if _alive(pid):
+        if state.owns(pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     state_file.unlink(missing_ok=True)
@@ -190,10 +195,10 @@ def cluster_status(state_file: Path) -> dict[str, Any]:
     if state is None:
         return {"up": False}
     out: dict[str, Any] = {
-        "up": _alive(state.master_pid),
+        "up": state.owns(state.master_pid),
         "master_url": state.master_url,
         "master_pid": state.master_pid,
-        "workers": [{"pid": p, "alive": _alive(p)} for p in state.worker_pids],
+        "workers": [{"pid": p, "alive": state.owns(p)} for p in state.worker_pids],
     }
     if out["up"]:
         try:

@@ -38,6 +38,7 @@ from core.cluster import NodeStatus
 from ha.detector import FailureDetector, Transition
 from spark_adapter.executor_pool import warm_up
 from spark_adapter.metrics import RestPoller
+from spark_adapter.pids import process_start, same_process
 
 __all__ = [
     "FAULTS",
@@ -288,11 +289,14 @@ def inject(fault: str, target: str | None, workdir: Path, seconds: float = 10.0)
         )
     app = json.loads(f.read_text())
     if fault == "kill-driver":
+        pid = int(app["driver_pid"])
+        if process_start(pid) is not None and not same_process(pid, app.get("driver_started")):
+            raise LookupError(f"driver {pid} is not running (pid {pid} is another process now)")
         try:
-            os.kill(int(app["driver_pid"]), signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
-            raise LookupError(f"driver {app['driver_pid']} is not running") from None
-        return {"killed_driver": app["driver_pid"]}
+            raise LookupError(f"driver {pid} is not running") from None
+        return {"killed_driver": pid}
     if target is None:
         raise ValueError(f"{fault}: an executor id is needed")
     if fault == "kill-executor":
@@ -314,6 +318,7 @@ def publish_app(spark: Any, workdir: str | Path, master: str) -> None:
         "app_id": sc.applicationId,
         "ui": sc.uiWebUrl,
         "driver_pid": os.getpid(),
+        "driver_started": process_start(os.getpid()),  # with the pid, names this process
         "master": master,
     }
     atomic_write(Path(workdir) / "app.json", json.dumps(info).encode())

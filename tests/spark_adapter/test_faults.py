@@ -54,3 +54,55 @@ def test_a_paused_process_resumes_after_the_injecting_process_has_exited(tmp_pat
     finally:
         target.kill()
         target.wait()
+
+
+def test_kill_driver_never_kills_a_process_that_took_the_drivers_pid(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``app.json`` outlives its driver. A workdir whose driver exited long ago names a pid
+    the system may have given to another process: ``inject kill-driver`` checks the pid's
+    start time against the driver's and leaves another process alone."""
+    import json
+
+    import pytest
+
+    from spark_adapter.faults import inject
+    from spark_adapter.pids import process_start
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        started = process_start(child.pid)
+        app = {"app_id": "app-1", "driver_pid": child.pid, "driver_started": started - 60}
+        (tmp_path / "app.json").write_text(json.dumps(app))
+        with pytest.raises(LookupError, match=f"pid {child.pid} is another process now"):
+            inject("kill-driver", None, tmp_path)
+        assert child.poll() is None  # still running
+        (tmp_path / "app.json").write_text(json.dumps({**app, "driver_started": started}))
+        assert inject("kill-driver", None, tmp_path) == {"killed_driver": child.pid}
+        assert child.wait(10) == -signal.SIGKILL
+    finally:
+        child.kill()
+        child.wait()
+    with pytest.raises(LookupError, match="is not running"):
+        inject("kill-driver", None, tmp_path)
+
+
+def test_cluster_down_leaves_alone_a_process_that_took_a_recorded_pid(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``.trimtab/cluster.json`` outlives its cluster (a reboot, a crash): ``cluster down``
+    and ``status`` take a recorded pid for the cluster's only while its start time matches."""
+    from spark_adapter.cluster import ClusterState, cluster_down, cluster_status
+    from spark_adapter.pids import process_start
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        f = tmp_path / "cluster.json"
+        state = ClusterState("spark://127.0.0.1:1", child.pid, 1)
+        state.started[str(child.pid)] = process_start(child.pid) - 60  # an earlier process
+        state.save(f)
+        assert cluster_status(f)["up"] is False
+        assert cluster_down(f, grace_s=1.0) == [] and child.poll() is None
+        state.add(child.pid)
+        state.save(f)
+        assert cluster_down(f, grace_s=5.0) == [child.pid]
+        assert process_start(child.pid) is None  # ended (and reaped: it is our child here)
+    finally:
+        child.kill()
+        child.wait()

@@ -1,0 +1,38 @@
+"""A process named by its pid and its start time, so a recycled pid is never taken for it.
+
+A file that records a pid (``app.json``'s driver, ``cluster.json``'s master and workers)
+outlives the process: after it exits, or after a reboot, the system may give the pid to any
+other process. Whoever signals a recorded pid first checks that the process holding it now
+started when the recorded one did (``same_process``).
+"""
+
+from __future__ import annotations
+
+import psutil
+
+__all__ = ["process_start", "same_process"]
+
+
+def process_start(pid: int) -> float | None:
+    """When ``pid`` started (s since the epoch, to 10 ms), None when it is not running.
+
+    >>> import os
+    >>> process_start(os.getpid()) == process_start(os.getpid()) is not None
+    True
+    """
+    try:
+        return round(psutil.Process(pid).create_time(), 2)
+    except psutil.Error:
+        return None
+
+
+def same_process(pid: int, started: float | None) -> bool:
+    """``pid`` runs and is the process recorded as started at ``started`` (None: a record
+    without a start time, from before it was kept: any process holding the pid).
+
+    >>> import os
+    >>> same_process(os.getpid(), process_start(os.getpid())), same_process(os.getpid(), 1.0)
+    (True, False)
+    """
+    now = process_start(pid)
+    return now is not None and (started is None or now == started)
