@@ -264,13 +264,10 @@ REPORT_KEYS = (
 )
 
 
-def _figures(
-    out: Path, node_load: pd.DataFrame, decisions: list[Any]
-) -> list[tuple[str, Any, str]]:
-    """The report's figures: (file name, figure, heading); a note where nothing happened."""
+def _load_figures(node_load: pd.DataFrame) -> list[tuple[str, Any, str]]:
+    """Node load over time, its heat map and the node correlation in each half of the run."""
     half = len(node_load) // 2
-    end = float(node_load.index[-1]) if len(node_load) else 0.0
-    figs: list[tuple[str, Any, str]] = [
+    return [
         ("node_load.png", plot_node_load(node_load), "Node load over time"),
         ("heatmap.png", plot_heatmap(node_load), "Load heat map"),
         (
@@ -284,6 +281,18 @@ def _figures(
             "Node correlation, second half of the run",
         ),
     ]
+
+
+def _figures(
+    out: Path, node_load: pd.DataFrame, decisions: list[Any]
+) -> list[tuple[str, Any, str]]:
+    """The report's figures: (file name, figure, heading); a note where nothing happened."""
+    end = float(node_load.index[-1]) if len(node_load) else 0.0
+    figs = (  # no load at all: no batch read a row (a stream of rate 0)
+        _load_figures(node_load)
+        if len(node_load)
+        else [("node_load.png", plot_note("Node load", "No load was measured"), "Node load")]
+    )
     placement = _read(out, "placement")
     moved = placement is not None and len(placement.drop_duplicates()) > 1
     figs.append(

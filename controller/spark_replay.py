@@ -284,7 +284,6 @@ def _summary(
     # the first ``warmup`` batches (at least the first: it pays the executors' Python start)
     # are left out of the timing statistics; they still count in rows and correctness
     timed = real[run.warmup_batches :] if len(real) > run.warmup_batches + 1 else real
-    dur = np.array([s.duration_s for s in timed]) if timed else np.zeros(1)
     node = (
         np.stack([s.busy_s / max(s.duration_s, 1e-3) for s in real], axis=0)
         if real
@@ -300,14 +299,10 @@ def _summary(
         "partitions": n,
         "ticks": len(real),
         "batches": len(real),
-        "throughput": sum(int(s.rows.sum()) for s in timed) / max(float(dur.sum()), 1e-9),
+        **_timing(timed),
         "warmup_batches_excluded": len(real) - len(timed),
         "ha_policy": sc.controller.ha.policy,
         "batch_phases_mean_s": _mean_phases(timed),
-        "mean_latency": float(dur.mean()),
-        "p99_latency": float(np.quantile(dur, 0.99)),
-        "batch_duration_p50": float(np.quantile(dur, 0.5)),
-        "batch_duration_p99": float(np.quantile(dur, 0.99)),
         "node_load_variance_mean": var,
         "mean_pairwise_node_correlation": corr,
         "migrations": _migrations(sub.published),
@@ -317,6 +312,22 @@ def _summary(
         "executor_actions": list(pipe.pool.log) if pipe.pool is not None else [],
         "routing_per_batch": _routing_per_batch(timed, pipe),
         "dpc": dpc_summary(stats, sc.controller.ha.dpc.mode),
+    }
+
+
+def _timing(timed: list[Any]) -> dict[str, float | None]:
+    """Throughput and batch durations of the timed batches; each None when no batch read a
+    row (a stream of rate 0): nothing was timed, which is not 0 s."""
+    if not timed:
+        keys = ("mean_latency", "p99_latency", "batch_duration_p50", "batch_duration_p99")
+        return dict.fromkeys(("throughput", *keys))
+    dur = np.array([s.duration_s for s in timed])
+    return {
+        "throughput": sum(int(s.rows.sum()) for s in timed) / max(float(dur.sum()), 1e-9),
+        "mean_latency": float(dur.mean()),
+        "p99_latency": float(np.quantile(dur, 0.99)),
+        "batch_duration_p50": float(np.quantile(dur, 0.5)),
+        "batch_duration_p99": float(np.quantile(dur, 0.99)),
     }
 
 

@@ -189,6 +189,8 @@ def names(text: str) -> list[str]:
 
 
 def _fmt(v: Any) -> str:
+    if v is None:
+        return "n/a"  # not measured (e.g. no batch timed)
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 

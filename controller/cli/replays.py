@@ -358,8 +358,12 @@ def demo(
     Console().print(table([r.summary for r in runs], keys, "run"))
     if substrate != "sim":
         h, t = runs[0].summary, runs[1].summary
+        p50 = [
+            f"{x:.2f} s" if x is not None else "n/a"
+            for x in (t["batch_duration_p50"], h["batch_duration_p50"])
+        ]
         err.print(
-            f"trimtab: batch p50 {t['batch_duration_p50']:.2f} s vs hash {h['batch_duration_p50']:.2f} s; "
+            f"trimtab: batch p50 {p50[0]} vs hash {p50[1]}; "
             f"partition rows {t['partition_rows']} vs {h['partition_rows']}",
             soft_wrap=True,  # one line; the terminal wraps it, not rich at 80 columns
         )

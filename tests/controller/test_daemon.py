@@ -619,6 +619,19 @@ def test_report_says_what_did_not_happen_and_reads_as_a_page(tmp_path: Path) -> 
     assert page.count("<img") == 7
 
 
+def test_a_report_of_a_run_that_measured_no_load_says_so(tmp_path: Path) -> None:
+    """A Spark run whose batches read no row (a stream of rate 0) saves an empty load table:
+    the report draws a note for it instead of failing on the heat map."""
+    from controller.report import render_run_dir
+
+    run = _run_dir(tmp_path, moved=False, shed=False)
+    (run / "node_load.csv").write_text("batch,p0,p1\n")
+    render_run_dir(run)
+    page = (run / "report.html").read_text()
+    assert "heatmap.png" not in page and (run / "node_load.png").exists()
+    assert page.count("<img") == 4  # the load note, placement, shedding, recovery
+
+
 def pd_read(p: Path):  # type: ignore[no-untyped-def]
     import pandas as pd
 

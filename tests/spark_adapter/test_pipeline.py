@@ -314,6 +314,31 @@ def test_replay_on_spark_with_the_controller(spark, tmp_path: Path) -> None:  # 
     assert hot, "W-Choices should split the Zipf 1.3 hot keys"
 
 
+def test_a_replay_that_timed_no_batch_reports_no_timing(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A stream of rate 0: no batch reads a row, so no duration was measured. The replay says
+    so (None, "n/a" in the table) instead of reporting 0 s and 0 rows/s."""
+    from controller.cli.common import SPARK_KEYS, table
+    from controller.spark_replay import replay_spark
+
+    import yaml
+
+    d = yaml.safe_load((SCENARIOS / "seed-groupby-window.yaml").read_text())
+    d["streams"][0]["rate"] = {"kind": "constant", "rate": 0.0}
+    (tmp_path / "zero.yaml").write_text(yaml.safe_dump(d))
+    sc = load_scenario(tmp_path / "zero.yaml")
+    s = replay_spark(sc, batches=2, placement="hash", workdir=tmp_path / "w", spark=spark).summary
+    assert s["rows_in"] == 0 and s["batches"] == 0 and s["output_matches_reference"] is True
+    timing = ("throughput", "mean_latency", "p99_latency", "batch_duration_p50")
+    assert [s[k] for k in timing] == [None] * 4
+    from rich.console import Console
+
+    console = Console(width=200)
+    with console.capture() as out:
+        console.print(table([s], SPARK_KEYS, "scenario"))
+    row = next(line for line in out.get().splitlines() if "batch_duration_p50" in line)
+    assert "n/a" in row and "0.0" not in row, row
+
+
 def test_external_controller_protocol(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from spark_adapter.external import ExternalSparkSubstrate
 
