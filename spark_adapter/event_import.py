@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from spark_adapter.source import InputLog, first_event_id
+from spark_adapter.source import SEGMENT_ID_BITS, InputLog, first_event_id
 
 __all__ = [
     "FORMATS",
@@ -207,6 +207,7 @@ def import_events(
             f"first: {ev.first_bad}; nothing was written"
         )
     good = pd.DataFrame({"ts": ev.ts, "key": ev.keys, "v": ev.values})
+    _check_span(good["ts"].to_numpy(), ts_col, speedup, tick_s)
     t, segments = _write_segments(log, good, stream, speedup, tick_s)
     log.close()  # the imported stream is complete: a driver closes every window at its end
     return ImportReport(
@@ -218,6 +219,34 @@ def import_events(
         span_s=float(t[-1]),
         string_keys=ev.string_keys,
     )
+
+
+MAX_SEGMENTS = 1 << (63 - SEGMENT_ID_BITS)  # segment t's event ids start at t x 2^32
+
+
+def _check_span(ts: np.ndarray, ts_col: str, speedup: float, tick_s: float) -> None:
+    """The events (in time order) fit an input log: fewer ticks from first to last than it
+    has segment indices, else nothing is written. A span past it (68 years of 1 s ticks) is
+    a time column in another unit or a stray row; milliseconds read as seconds fit but space
+    the segments 1,000 apart, which ``--speedup 1000`` undoes.
+
+    >>> _check_span(np.array([0.0, 5e9]), "ts", 1.0, 1.0)
+    Traceback (most recent call last):
+    ...
+    spark_adapter.event_import.EventImportError: ts: the events span 5e+09 s (from 0 to 5e+09): 5e+09 ticks of 1 s, more than the 2,147,483,648 an input log holds; is the column in seconds (milliseconds: --speedup 1000), or is a row's time wrong?
+    >>> _check_span(np.array([0.0, 5e9]), "ts", 1000.0, 1.0)
+    """
+    if not len(ts):
+        return
+    span = float(ts[-1] - ts[0])
+    ticks = span / speedup / tick_s
+    if ticks >= MAX_SEGMENTS - 1:
+        raise EventImportError(
+            f"{ts_col}: the events span {span:.4g} s (from {ts[0]:.6g} to {ts[-1]:.6g}): "
+            f"{ticks:.4g} ticks of {tick_s:g} s, more than the {MAX_SEGMENTS:,} an input log "
+            "holds; is the column in seconds (milliseconds: --speedup 1000), or is a row's "
+            "time wrong?"
+        )
 
 
 def _write_segments(

@@ -61,6 +61,7 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
     (tmp / "st").mkdir()
     (tmp / "st" / "status.json").write_text("[1, 2]")
     (tmp / "events.csv").write_text("ts,key\n0,1\nx,2\ny,3\n")
+    (tmp / "span.csv").write_text("ts,key\n0,1\n3000000000,2\n")  # a row 95 years on
     good = str(BASE)
     from controller.scenario import load_scenario
     from controller.wiring import make_context
@@ -406,6 +407,20 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             "rows are bad",
         ),
         (
+            "import a span past the log",
+            [
+                "input",
+                "import",
+                str(tmp / "span.csv"),
+                "--workdir",
+                str(tmp / "w5"),
+                "--stream",
+                "s",
+            ],
+            2,
+            "ts: the events span 3e+09 s (from 0 to 3e+09)",
+        ),
+        (
             "import missing file",
             [
                 "input",
@@ -529,6 +544,7 @@ def test_bad_input_sweep(tmp_path: Path, busy_port: int) -> None:
     # refused before anything ran: the torn log's workdir holds its input and nothing else
     assert sorted(p.name for p in (tmp_path / "torn").iterdir()) == ["input"]
     assert [p.name for p in (tmp_path / "gw-pipe").iterdir()] == ["metrics"]  # no plan out
+    assert not list((tmp_path / "w5").rglob("*.parquet"))  # the import wrote no segment
     for name in ("other", "planned"):  # a refused plan: nothing pinned, Spark never started
         assert sorted(p.name for p in (tmp_path / name).iterdir()) == ["input", "plans"]
 

@@ -317,10 +317,10 @@ def test_replay_on_spark_with_the_controller(spark, tmp_path: Path) -> None:  # 
 def test_a_replay_that_timed_no_batch_reports_no_timing(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """A stream of rate 0: no batch reads a row, so no duration was measured. The replay says
     so (None, "n/a" in the table) instead of reporting 0 s and 0 rows/s."""
+    import yaml
+
     from controller.cli.common import SPARK_KEYS, table
     from controller.spark_replay import replay_spark
-
-    import yaml
 
     d = yaml.safe_load((SCENARIOS / "seed-groupby-window.yaml").read_text())
     d["streams"][0]["rate"] = {"kind": "constant", "rate": 0.0}
