@@ -18,10 +18,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LOOPBACK",
+    "MASTERS",
     "SLOWDOWN_KEY",
     "TEST_CONF",
     "jvm_log_level",
     "make_session",
+    "master_problem",
     "slowdown_conf",
 ]
 
@@ -67,12 +69,36 @@ def slowdown_conf(slowdowns: dict[str, float]) -> dict[str, str]:
 
 
 STANDALONE_EXECUTOR_MEMORY = "512m"  # spark.executor.memory on spark:// masters, unless set
+MASTERS = "local, local[N], local[*], local-cluster[W,C,MB] or spark://127.0.0.1:PORT"
+_LOCAL = re.compile(r"local(\[(\*|[1-9]\d*)\])?")
+_CLUSTER = re.compile(r"local-cluster\[([1-9]\d*),\s*([1-9]\d*),\s*([1-9]\d*)\]")
+_STANDALONE = re.compile(r"spark://(127\.0\.0\.1|localhost):(\d{1,5})")
+
+
+def master_problem(master: str) -> str | None:
+    """Why ``master`` is not one trimtab runs on (None: it is): the local masters, or a
+    standalone master on this machine (trimtab talks to 127.0.0.1 only).
+
+    >>> [master_problem(m) for m in ("local[2]", "local-cluster[2,1,1024]", "spark://127.0.0.1:7077")]
+    [None, None, None]
+    >>> master_problem("spark://10.0.0.1:7077")
+    "'spark://10.0.0.1:7077' is not local, local[N], local[*], local-cluster[W,C,MB] or spark://127.0.0.1:PORT (trimtab talks to 127.0.0.1 only)"
+    >>> master_problem("local[0]") is not None, master_problem("spark://localhost:70000") is not None
+    (True, True)
+    """
+    m = _STANDALONE.fullmatch(master)
+    if _LOCAL.fullmatch(master) or _CLUSTER.fullmatch(master) or (m and 0 < int(m[2]) < 65536):
+        return None
+    return f"{master!r} is not {MASTERS} (trimtab talks to 127.0.0.1 only)"
 
 
 def make_session(
     master: str = "local[2]", app: str = "trimtab", conf: dict[str, str] | None = None
 ) -> SparkSession:
-    """A SparkSession on ``master`` with loopback-only networking and quiet logs."""
+    """A SparkSession on ``master`` with loopback-only networking and quiet logs; a master
+    ``master_problem`` refuses raises ValueError before the JVM starts."""
+    if problem := master_problem(master):
+        raise ValueError(f"master: {problem}")
     os.environ["SPARK_LOCAL_IP"] = LOOPBACK  # must precede the JVM start
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

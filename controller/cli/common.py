@@ -28,6 +28,7 @@ __all__ = [
     "SUMMARY_KEYS",
     "app",
     "check_input_log",
+    "check_master",
     "check_plan",
     "ensure_plan",
     "err",
@@ -173,6 +174,27 @@ def check_input_log(path: Path, flag: str) -> None:
         InputLog(root).check()
     except ValueError as e:
         fail(f"{flag}: {e}")
+
+
+def check_master(master: str) -> None:
+    """Exit 2 naming ``--master`` unless trimtab runs on it (``session.master_problem``), and
+    3 when nothing listens at a standalone master's address, before Spark starts."""
+    import socket
+
+    from spark_adapter.session import master_problem
+
+    if problem := master_problem(master):
+        fail(f"--master: {problem}")
+    if master.startswith("spark://"):
+        port = master.rsplit(":", 1)[1]
+        with socket.socket() as s:
+            s.settimeout(2.0)
+            if s.connect_ex(("127.0.0.1", int(port))) != 0:
+                fail(
+                    f"environment not ready: --master: nothing listens at {master} "
+                    "(`trimtab cluster up` starts one and prints its URL)",
+                    3,
+                )
 
 
 def load(path: Path) -> ScenarioFile:

@@ -15,6 +15,7 @@ from controller.cli.common import (
     adaptation_keys,
     app,
     check_input_log,
+    check_master,
     err,
     fail,
     load,
@@ -111,6 +112,8 @@ def replay(
     """
     sc = load(scenario)
     _check_replay_flags(substrate, partitioner, input_dir, report)
+    if substrate == "spark":
+        check_master(master)
     overlay = None
     if calibration is not None:
         sc, overlay = _calibrated(sc, calibration, substrate)
@@ -337,6 +340,8 @@ def demo(
     writable_dir(report, "--report")
     if partitioner not in PARTITIONERS:
         fail(f"--partitioner: unknown name {partitioner!r} (known: {', '.join(PARTITIONERS)})")
+    if substrate != "sim":
+        check_master(master)
     if substrate == "sim":
         from controller.placements import DEMO_PLACEMENTS
         from controller.replay import replay_sim

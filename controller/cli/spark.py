@@ -14,6 +14,7 @@ import typer
 from controller.cli.common import (
     app,
     check_input_log,
+    check_master,
     check_plan,
     ensure_plan,
     fail,
@@ -89,6 +90,7 @@ def pipeline_run(
     if role not in ("primary", "standby", "active"):
         fail(f"--role: {role!r} is not primary, standby or active")
     check_input_log(workdir / "input", "--workdir")
+    check_master(master)
     if role == "primary" and (trigger_s is None or default_plan):  # live: a daemon may publish
         ensure_plan(sc, workdir, partitions, default_plan)
     check_plan(sc, workdir, partitions)

@@ -407,6 +407,31 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             "rows are bad",
         ),
         (
+            "replay master not loopback",
+            ["replay", str(GW), "--substrate", "spark", "--master", "spark://10.0.0.1:7077"],
+            2,
+            "--master: 'spark://10.0.0.1:7077' is not local, local[N]",
+        ),
+        (
+            "pipeline run master",
+            ["pipeline", "run", str(GW), "--workdir", str(tmp / "w6"), "--master", "yarn"],
+            2,
+            "--master: 'yarn' is not local",
+        ),
+        (
+            "replay master not listening",
+            [
+                "replay",
+                str(GW),
+                "--substrate",
+                "spark",
+                "--master",
+                f"spark://127.0.0.1:{_free_port()}",
+            ],
+            3,
+            "environment not ready: --master: nothing listens at spark://127.0.0.1:",
+        ),
+        (
             "import a span past the log",
             [
                 "input",
@@ -473,6 +498,13 @@ def _bad_logs(tmp: Path) -> tuple[Path, Path]:
     foreign.mkdir()
     pd.DataFrame({"a": [1, 2]}).to_parquet(foreign / "seg-000000.parquet")
     return torn, foreign
+
+
+def _free_port() -> int:
+    """A loopback port nothing listens on (bound and released at once)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def _plan_workdirs(tmp: Path) -> Path:
@@ -545,6 +577,7 @@ def test_bad_input_sweep(tmp_path: Path, busy_port: int) -> None:
     assert sorted(p.name for p in (tmp_path / "torn").iterdir()) == ["input"]
     assert [p.name for p in (tmp_path / "gw-pipe").iterdir()] == ["metrics"]  # no plan out
     assert not list((tmp_path / "w5").rglob("*.parquet"))  # the import wrote no segment
+    assert not (tmp_path / "w6").exists()  # the driver refused its master before any write
     for name in ("other", "planned"):  # a refused plan: nothing pinned, Spark never started
         assert sorted(p.name for p in (tmp_path / name).iterdir()) == ["input", "plans"]
 
