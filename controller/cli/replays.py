@@ -111,9 +111,7 @@ def replay(
     Example: trimtab replay scenarios/anticorrelated-diurnal.yaml --json
     """
     sc = load(scenario)
-    _check_replay_flags(substrate, partitioner, input_dir, report)
-    if substrate == "spark":
-        check_master(master)
+    _check_replay_flags(substrate, partitioner, input_dir, report, master)
     overlay = None
     if calibration is not None:
         sc, overlay = _calibrated(sc, calibration, substrate)
@@ -197,11 +195,18 @@ def _calibrated(sc: ScenarioFile, path: Path, substrate: str) -> tuple[ScenarioF
 
 
 def _check_replay_flags(
-    substrate: str, partitioner: str | None, input_dir: Path | None, report: Path | None
+    substrate: str,
+    partitioner: str | None,
+    input_dir: Path | None,
+    report: Path | None,
+    master: str,
 ) -> None:
-    """Exit 2 naming the flag for a bad substrate, partitioner, input or report path."""
+    """Exit 2 naming the flag for a bad substrate, partitioner, input, report path or master
+    (3 for a standalone master nothing listens at)."""
     if substrate not in ("sim", "spark"):
         fail(f"--substrate: {substrate!r} is not a substrate (use 'sim' or 'spark')")
+    if substrate == "spark":
+        check_master(master)
     if partitioner is not None and partitioner not in PARTITIONERS:
         fail(f"--partitioner: unknown name {partitioner!r} (known: {', '.join(PARTITIONERS)})")
     if input_dir is not None and substrate != "spark":

@@ -22,6 +22,7 @@ from controller.cli.common import (
     print_json,
     writable_dir,
 )
+from controller.scenario import ScenarioFile
 
 pipeline_app = typer.Typer(
     help="Run a pipeline driver outside a replay (primary or warm standby).", no_args_is_help=True
@@ -89,11 +90,7 @@ def pipeline_run(
     sc = load(scenario)
     if role not in ("primary", "standby", "active"):
         fail(f"--role: {role!r} is not primary, standby or active")
-    check_input_log(workdir / "input", "--workdir")
-    check_master(master)
-    if role == "primary" and (trigger_s is None or default_plan):  # live: a daemon may publish
-        ensure_plan(sc, workdir, partitions, default_plan)
-    check_plan(sc, workdir, partitions)
+    _preflight(sc, workdir, master, partitions, role, trigger_s, default_plan)
     from spark_adapter.plan_fit import PlanRefused
 
     try:
@@ -123,6 +120,24 @@ def pipeline_run(
     except (ValueError, RuntimeError) as e:
         fail(str(e), 1)
     print_json({k: out[k] for k in DRIVER_KEYS})
+
+
+def _preflight(
+    sc: ScenarioFile,
+    workdir: Path,
+    master: str,
+    partitions: int,
+    role: str,
+    trigger_s: float | None,
+    default_plan: bool,
+) -> None:
+    """Before Spark starts: the input log, the master, and a plan this pipeline can run (a
+    batch run's primary needs one now; a live one may wait for a daemon's)."""
+    check_input_log(workdir / "input", "--workdir")
+    check_master(master)
+    if role == "primary" and (trigger_s is None or default_plan):  # live: a daemon may publish
+        ensure_plan(sc, workdir, partitions, default_plan)
+    check_plan(sc, workdir, partitions)
 
 
 DRIVER_KEYS = (  # what pipeline run prints of the driver's result
