@@ -160,7 +160,9 @@ class Retention:
     """Upstream backup of the input log: trim only below what a recovery could need.
 
     ``mode``: ``none`` keeps everything; ``upstream`` trims below the last reliable checkpoint
-    of the state; ``passive`` below the last snapshot.
+    of the state; ``passive`` below the last snapshot. A closed log (an import, or a stream
+    that has ended) is finite: retention has nothing to bound there, and it is kept whole, so
+    the run can be verified against it.
     """
 
     def __init__(self, mode: str, log: InputLog, index: SegmentIndex) -> None:
@@ -185,7 +187,7 @@ class Retention:
         if checkpointed and self.mode == "upstream":
             b.checkpoint(segs[-1], segs[-1] + 1)
         b.ack(segs[-1], b.ckpt_depends_from if b.checkpointed >= 0 else b.trimmed_below)
-        if self.mode != "none":
+        if self.mode != "none" and not self.log.closed:
             tp, floor = b.trim_point(), self.floor()
             if floor is not None and floor < tp:
                 return  # retained for an active standby that has not read it yet
