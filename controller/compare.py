@@ -77,18 +77,27 @@ def compare(
             for s in range(seeds)
         ]
         row: dict[str, Any] = dict(runs[0])
-        for k, v in runs[0].items():
-            if (
-                isinstance(v, int | float)
-                and not isinstance(v, bool)
-                and k not in ("ticks", "seed")
-            ):
-                row[k] = float(np.mean([r[k] for r in runs]))
+        for k in runs[0]:
+            if k not in ("ticks", "seed") and (m := _mean_figure([r.get(k) for r in runs])):
+                row[k] = m[0]
         row["seeds"] = seeds
         row["shedding"] = shed or scenario.controller.shedding.method
         row["adaptation"] = mean_adaptation([r.get("adaptation", []) for r in runs])
         out.append(row)
     return out
+
+
+def _mean_figure(vals: list[Any]) -> tuple[float | None] | None:
+    """The mean of a numeric figure over the runs that measured it (None in a run: not
+    measured there; ``(None,)`` when no run did); None for a figure that is not a number.
+
+    >>> _mean_figure([1, 3]), _mean_figure([None, 2.0]), _mean_figure([None]), _mean_figure(["a"])
+    ((2.0,), (2.0,), (None,), None)
+    """
+    nums = [v for v in vals if isinstance(v, int | float) and not isinstance(v, bool)]
+    if len(nums) + vals.count(None) < len(vals) or not (nums or vals.count(None)):
+        return None
+    return (float(np.mean(nums)) if nums else None,)
 
 
 def mean_adaptation(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:

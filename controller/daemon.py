@@ -250,9 +250,9 @@ class Daemon:
         if nx.shape[1]:
             for node, v in zip(self.loop.policy.ctx.cluster.ids, loadstats.means(nx), strict=True):
                 t.node_load.labels(node=node).set(float(v))
-            summary = loadstats.node_summary(nx)
-            t.node_variance.set(summary["node_variance_mean"])
-            t.node_correlation.set(summary["node_correlation_mean"])
+            t.node_variance.set(float(loadstats.variances(nx).mean()))
+            rho = loadstats.varying_pairs_correlation(nx)  # NaN: no pair of varying loads
+            t.node_correlation.set(float("nan") if rho is None else rho)
         moved = rec.details.get("moved", 0)
         if rec.applied and isinstance(moved, int | float):
             t.migrations.inc(float(moved))

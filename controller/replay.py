@@ -103,16 +103,19 @@ def _weighted_quantile(x: np.ndarray, w: np.ndarray, q: float) -> float:
     return float(x[order][np.searchsorted(cw, q * cw[-1])])
 
 
-def window_stats(node_load: pd.DataFrame, k: int) -> tuple[float, float]:
-    """Mean node-load variance and mean pairwise node correlation over consecutive k-windows."""
+def window_stats(node_load: pd.DataFrame, k: int) -> tuple[float, float | None]:
+    """Mean node-load variance and mean pairwise node correlation over consecutive k-windows.
+
+    The correlation is over the windows with a pair of nodes whose loads both vary, and of
+    those pairs (None when no window has one: a run on one node, or with the other idle).
+    """
     x = node_load.to_numpy().T
     n, t = x.shape
     w = t // k
     blocks = [x] if w == 0 else x[:, : w * k].reshape(n, w, k).transpose(1, 0, 2)
-    stats = [loadstats.node_summary(b) for b in blocks]  # per window of k samples
-    var = float(np.mean([s["node_variance_mean"] for s in stats]))
-    corr = float(np.mean([s["node_correlation_mean"] for s in stats]))
-    return var, corr
+    var = float(np.mean([loadstats.variances(b).mean() if n else 0.0 for b in blocks]))
+    rho = [r for b in blocks if (r := loadstats.varying_pairs_correlation(b)) is not None]
+    return var, float(np.mean(rho)) if rho else None
 
 
 def summarize(res: SimResult, k: int) -> dict[str, Any]:

@@ -24,6 +24,7 @@ __all__ = [
     "node_summary",
     "pairwise_mean_correlation",
     "variances",
+    "varying_pairs_correlation",
 ]
 
 ZERO_VAR = 1e-12
@@ -111,6 +112,23 @@ def pairwise_mean_correlation(node_x: Array) -> float:
     c = correlation(node_x)
     iu = np.triu_indices(n, 1)
     return float(c[iu].mean())
+
+
+def varying_pairs_correlation(node_x: Array) -> float | None:
+    """Average correlation over the node pairs whose loads both vary, the figure a report
+    shows; None when no pair does (one node, or every other idle or constant), where
+    ``pairwise_mean_correlation``, which the controller judges by, counts such pairs as 0.
+
+    >>> t = np.sin(np.linspace(0, 6, 20))
+    >>> round(varying_pairs_correlation(np.stack([1 + t, 1 - t, np.zeros(20)])), 6)
+    -1.0
+    >>> varying_pairs_correlation(np.stack([1 + t, np.zeros(20)])) is None
+    True
+    """
+    vary = variances(node_x) >= ZERO_VAR
+    if vary.sum() < 2:
+        return None
+    return pairwise_mean_correlation(node_x[vary])
 
 
 def node_summary(node_x: Array) -> dict[str, float]:

@@ -185,3 +185,41 @@ def test_the_tables_show_each_drifts_adaptation_as_the_json_does() -> None:
         assert after == pytest.approx([a["latency_after_s"] for a in want], rel=1e-3)
         # LLF never comes back (compare's first column); correlation-twoway does (the last)
         assert (rounds[0] == "never") == (cmd[0] == "compare") and rounds[-1] != "never"
+
+
+def test_node_correlation_is_of_the_nodes_whose_loads_vary() -> None:
+    """An idle or down node's flat load has no correlation: the report's figure is over the
+    pairs of nodes whose loads vary, and null (n/a) when no pair does, not a 0 the code set."""
+    import numpy as np
+    import pandas as pd
+
+    from controller.replay import window_stats
+
+    t = np.sin(np.linspace(0, 6, 40))
+    anti = pd.DataFrame({"a": 1 + t, "b": 1 - t, "idle": np.zeros(40)})
+    var, rho = window_stats(anti, 10)
+    assert rho is not None and abs(rho + 1.0) < 1e-9  # not (-1 + 0 + 0) / 3
+    assert var > 0
+    assert window_stats(anti[["a", "idle"]], 10)[1] is None
+    # one window with a varying pair and one without: the mean of the window that has one
+    half = pd.DataFrame({"a": 1 + t, "b": np.r_[1 - t[:20], np.ones(20)]})
+    assert abs(window_stats(half, 20)[1] + 1.0) < 1e-9
+
+
+def test_a_one_node_run_reports_no_correlation(tmp_path: Path) -> None:
+    """replay --json says null, and replay's and compare's tables say n/a."""
+    import yaml
+
+    d = yaml.safe_load((SCENARIOS / "seed-groupby-window.yaml").read_text())
+    d["cluster"]["nodes"] = d["cluster"]["nodes"][:1]
+    one = tmp_path / "one.yaml"
+    one.write_text(yaml.safe_dump(d))
+    exe = str(Path(sys.executable).parent / "trimtab")
+    r = subprocess.run([exe, "replay", str(one), "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["mean_pairwise_node_correlation"] is None
+    for argv in (["replay", str(one)], ["compare", str(one), "--placement", "llf,random"]):
+        r = subprocess.run([exe, *argv], capture_output=True, text=True)
+        row = [ln for ln in r.stdout.splitlines() if "mean_pairwise_node_correlation" in ln]
+        assert r.returncode == 0 and row and "n/a" in row[0], r.stdout + r.stderr
