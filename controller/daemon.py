@@ -161,16 +161,28 @@ class Daemon:
             plan = last.next(
                 epoch=epoch, reason=f"controller epoch {epoch} resumed plan v{last.version}{how}"
             )
-            self.loop.plan = self.substrate.apply(plan) or plan
             log.info("plan_resumed", extra={"fields": {"plan_version": last.version}})
             self.resumed_from = last.version
         else:
-            self.loop.plan = self.loop.plan.model_copy(update={"epoch": epoch})
-            self.loop.start()
+            plan = self.loop.plan.model_copy(update={"epoch": epoch})
             self.resumed_from = None
+        self.loop.plan = self.substrate.apply(plan) or plan  # the simulator: even in dry run
+        if self.settings.control.dry_run and self.settings.substrate.kind != "sim":
+            self._note_dry_run(None if self.loop.plan is plan else self.loop.plan.version)
         self.log.record_plan(time.time(), self.loop.plan, applied=True)
         self._note_log_backlog()
         self.telemetry.plan_version.set(self.loop.plan.version)
+
+    def _note_dry_run(self, pipeline_plan: int | None) -> None:
+        """A dry run publishes nothing to the pipeline it watches: say what it runs."""
+        if pipeline_plan is not None:
+            why = f"nothing is published; rounds judge the pipeline's plan v{pipeline_plan}"
+        else:
+            why = (
+                "nothing is published, and the pipeline has no plan of this scenario's units "
+                "and nodes (a driver with no plan runs none: start it with --default-plan)"
+            )
+        log.info("dry_run", extra={"fields": {"pipeline_plan": pipeline_plan, "reason": why}})
 
     # -------------------------------------------------------------- one round
     def tick(self) -> None:
@@ -246,13 +258,7 @@ class Daemon:
     def _export(self, rec: Any, plan: Plan | None) -> None:
         t = self.telemetry
         t.decisions.labels(kind=rec.kind).inc()
-        nx = self.loop.nodes.series()
-        if nx.shape[1]:
-            for node, v in zip(self.loop.policy.ctx.cluster.ids, loadstats.means(nx), strict=True):
-                t.node_load.labels(node=node).set(float(v))
-            t.node_variance.set(float(loadstats.variances(nx).mean()))
-            rho = loadstats.varying_pairs_correlation(nx)  # NaN: no pair of varying loads
-            t.node_correlation.set(float("nan") if rho is None else rho)
+        t.export_nodes(self.loop.policy.ctx.cluster.ids, self.loop.nodes.series())
         moved = rec.details.get("moved", 0)
         if rec.applied and isinstance(moved, int | float):
             t.migrations.inc(float(moved))
@@ -261,17 +267,7 @@ class Daemon:
         obs = self.loop.last_obs
         if not t.pipeline or obs is None:
             return self._export_plan(t)
-        for st in obs.batches:  # a steered pipeline's batches
-            t.batch_duration.observe(st.duration_s)
-            t.pipeline_rows.inc(float(st.rows))
-            t.partials_merged.inc(float(st.partials_merged))
-            if st.plan_refused is not None:
-                t.plans_refused.inc()
-            if st.batch_id >= self._newest_batch:
-                self._newest_batch = st.batch_id
-                t.last_batch.set(st.batch_id)
-                if st.started_at is not None:
-                    t.last_commit.set(st.started_at + st.duration_s)
+        self._newest_batch = t.export_batches(obs.batches, self._newest_batch)
         self._export_plan(t)
 
     def _export_plan(self, t: Telemetry) -> None:

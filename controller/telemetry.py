@@ -7,9 +7,14 @@ Each daemon has its own registry, so tests can run several.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from core import loadstats
 
 __all__ = ["Telemetry"]
 
@@ -129,6 +134,33 @@ class Telemetry:
             "round-robin, the split hot keys' under key splitting)",
             registry=r,
         )
+
+    def export_nodes(self, ids: Sequence[str], nx: NDArray[np.float64]) -> None:
+        """The node gauges from the window's node loads ``nx`` (n, k): each node's mean, the
+        mean variance, and the correlation of the nodes whose loads vary (NaN: no pair)."""
+        if not nx.shape[1]:
+            return
+        for node, v in zip(ids, loadstats.means(nx), strict=True):
+            self.node_load.labels(node=node).set(float(v))
+        self.node_variance.set(float(loadstats.variances(nx).mean()))
+        rho = loadstats.varying_pairs_correlation(nx)
+        self.node_correlation.set(float("nan") if rho is None else rho)
+
+    def export_batches(self, batches: Sequence[Any], newest: int) -> int:
+        """A steered pipeline's batches (``BatchStats``) since the last round; returns the
+        newest batch id seen, ``newest`` before them."""
+        for st in batches:
+            self.batch_duration.observe(st.duration_s)
+            self.pipeline_rows.inc(float(st.rows))
+            self.partials_merged.inc(float(st.partials_merged))
+            if st.plan_refused is not None:
+                self.plans_refused.inc()
+            if st.batch_id >= newest:
+                newest = st.batch_id
+                self.last_batch.set(st.batch_id)
+                if st.started_at is not None:
+                    self.last_commit.set(st.started_at + st.duration_s)
+        return newest
 
     def serve(self, host: str = "127.0.0.1", port: int = 9464) -> int:
         """Start the endpoint on a loopback address; returns the bound port."""

@@ -194,8 +194,9 @@ def make_daemon_wiring(
     if problem := workdir_mismatch(sub.workdir, paths, sub.partitions, q.key_groups):
         raise PipelineMismatch(problem)
     inputs = [q.stream_of(s) for s in paths]
+    dry = settings.control.dry_run
     ext = ExternalSparkSubstrate(
-        sub.workdir, paths, sub.partitions, sc.tick_s, inputs, q.key_groups
+        sub.workdir, paths, sub.partitions, sc.tick_s, inputs, q.key_groups, dry_run=dry
     )
     cal = None
     if sub.calibration:

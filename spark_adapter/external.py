@@ -39,10 +39,12 @@ class ExternalSparkSubstrate:
         tick_s: float = 1.0,
         inputs: list[str] | None = None,
         key_groups: int | None = None,
+        dry_run: bool = False,
     ) -> None:
         self.dir = Path(workdir)
         self.key_groups = key_groups  # the keyed stage's, when the caller knows its query
-        self.plans = PlanStore(self.dir / "plans")
+        self.dry_run = dry_run  # publish nothing: the pipeline runs the plans it has
+        self.plans = PlanStore(self.dir / "plans", read_only=dry_run)
         self.streams, self.n, self.tick_s = streams, partitions, tick_s
         self.inputs = inputs  # the input stream of each (path) stream
         self.last_rates: np.ndarray | None = None  # per stream, the newest sample
@@ -103,7 +105,17 @@ class ExternalSparkSubstrate:
 
     def apply(self, plan: Plan) -> Plan:
         """Publish the plan (after any newer plan, with the user's operator parameters); the
-        pipeline's next batch pins it."""
+        pipeline's next batch pins it. In a dry run nothing is published: the plan in effect
+        is the pipeline's current one when it has the plan's units and nodes (else ``plan``,
+        which no batch runs; ``version`` stays the pipeline's, 0 with none)."""
+        if self.dry_run:
+            v = self.plans.current_version()
+            self.version = v or 0
+            cur = None if v is None else self.plans.load(v)
+            ours = (plan.placement.units, plan.placement.nodes)
+            if cur is not None and (cur.placement.units, cur.placement.nodes) == ours:
+                return cur
+            return plan
         plan = self.plans.publish_next(plan)
         self.version = plan.version
         return plan

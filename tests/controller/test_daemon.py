@@ -507,6 +507,42 @@ def test_a_daemon_steers_only_the_pipeline_it_was_configured_for(tmp_path: Path)
     assert d.telemetry.registry.get_sample_value("trimtab_pipeline_plans_refused_total") == 1
 
 
+def test_a_dry_run_never_publishes_to_the_pipeline_it_watches(tmp_path: Path) -> None:
+    """`trimtab run --dry-run` on a spark-external workdir: the plan store is left as it was
+    (no initial plan, no resumed plan, no round's plan, not even a directory), and its rounds
+    judge the pipeline's own current plan."""
+    from spark_adapter.actuator import PlanStore
+    from spark_adapter.batchstats import write_batch_stats
+
+    sc, groups, work = _external_pipe(tmp_path)
+    ext = {"kind": "spark-external", "scenario": str(sc), "workdir": str(work)}
+    conf = {"placement": {"method": "least-loaded"}, "shedding": {"method": "none"}}
+    dry = {"interval_s": 0.05, "window_samples": 5, "dry_run": True}
+    d = Daemon(settings(tmp_path / "a", substrate=ext, control=dry, **conf))
+    assert not (work / "plans").exists()  # the pipeline had no plan; none is made for it
+    assert d.loop.plan.version == 0
+    # a real controller publishes (versions 0..2); a dry run started now adopts v2
+    real = Daemon(settings(tmp_path / "real", substrate=ext, **conf))
+    store = PlanStore(work / "plans")
+    for i in range(2):
+        store.publish_next(real.loop.plan.next(reason=f"round {i} of the real controller"))
+    before = sorted(p.name for p in (work / "plans").iterdir())
+    d = Daemon(settings(tmp_path / "b", substrate=ext, control=dry, **conf))
+    assert d.loop.plan.version == 2
+    rng = np.random.default_rng(0)
+    for b in range(6):
+        write_batch_stats(_batch(b, rng.integers(100, 200, groups), {1: 250}), work / "metrics")
+        d.tick()
+    assert sorted(p.name for p in (work / "plans").iterdir()) == before
+    assert store.current_version() == 2
+    recs = d.loop.records
+    assert all(r.plan_version == 2 and not r.applied for r in recs)
+    assert any(r.details.get("recommended_plan_version") == 3 for r in recs)  # it did decide
+    # restarted on its own decision log, it resumes and still publishes nothing
+    Daemon(settings(tmp_path / "b", substrate=ext, control=dry, **conf))
+    assert sorted(p.name for p in (work / "plans").iterdir()) == before
+
+
 def _metric_names(expr: str) -> set[str]:
     import re
 
