@@ -61,6 +61,11 @@ class ControlSettings(BaseModel):
     misfire_grace_s: float | None = Field(None, gt=0, description="default: one interval")
     window_samples: int = Field(10, ge=3, le=1000, description="load samples per window (k)")
     dry_run: bool = Field(False, description="compute and log plans, apply nothing")
+    take_over: bool = Field(
+        False,
+        description="spark-external: lead at an epoch above that of the plans the pipeline "
+        "runs, fencing out the controller that published them (one whose decision log is lost)",
+    )
     on_batch: bool = Field(
         False,
         description="spark-external: also run a round as soon as a new micro-batch's statistics "

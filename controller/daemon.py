@@ -39,6 +39,7 @@ from controller.leadership import Leadership
 from controller.logs import configure_logging
 from controller.loop import ControlLoop
 from controller.telemetry import Telemetry
+from controller.validation import take_over_epoch
 from controller.wiring import make_daemon_wiring
 from core import loadstats
 from core.cluster import NodeStatus
@@ -85,7 +86,8 @@ class Daemon:
         self.started = time.time()
         self.resumed_from: int | None = None
         self.became_primary_at: float | None = None
-        self.lead = Leadership(settings.decision_log, settings.control.lease_timeout_s)
+        first = take_over_epoch(settings)  # --take-over: above the pipeline's plans
+        self.lead = Leadership(settings.decision_log, settings.control.lease_timeout_s, first)
         self._role_lock = threading.RLock()  # a round and a change of role never overlap
         if not self._try_lead():
             log.info("standby", extra={"fields": self.lead.status()})

@@ -38,8 +38,10 @@ CONTROLLER_FAULTS = ("kill-controller", "stop-controller", "stop-controller-in-c
 class Leadership:
     """One daemon's side of the lease: its role, epoch and the holder it took over from."""
 
-    def __init__(self, decision_log: str | Path, timeout_s: float) -> None:
+    def __init__(self, decision_log: str | Path, timeout_s: float, first_epoch: int = 0) -> None:
+        """``first_epoch``: the least epoch of this daemon's first lead (``--take-over``)."""
         self.lease = Lease(lease_file(decision_log), timeout_s)
+        self.first_epoch = first_epoch
         # one name per daemon instance, so two daemons in one process (tests) are two holders
         self.holder = holder_name(f"controller.{secrets.token_hex(3)}")
         self.epoch: int | None = None
@@ -55,12 +57,13 @@ class Leadership:
         """How often the lease is renewed (primary) or polled (standby)."""
         return self.lease.ttl_s / 4
 
-    def try_acquire(self) -> int | None:
-        """Take the lease if it is free or expired; the new epoch, or None."""
+    def try_acquire(self, min_epoch: int = 0) -> int | None:
+        """Take the lease if it is free or expired; the new epoch (at least ``min_epoch``),
+        or None."""
         before = self.lease.state()
-        epoch = self.lease.acquire(self.holder)
+        epoch = self.lease.acquire(self.holder, min_epoch=max(min_epoch, self.first_epoch))
         if epoch is not None:
-            self.epoch, self.previous = epoch, before
+            self.epoch, self.previous, self.first_epoch = epoch, before, 0
         return epoch
 
     def renew(self) -> bool:

@@ -19,7 +19,16 @@ from controller.scenario import ScenarioFile, load_scenario
 from core.plans import Plan
 from core.scenario import format_validation_error
 
-__all__ = ["CONFIG_KEYS", "file_kind", "pipeline_problems", "plan_problems", "validate_file"]
+__all__ = [
+    "CONFIG_KEYS",
+    "epoch_problem",
+    "file_kind",
+    "pipeline_plan_epoch",
+    "pipeline_problems",
+    "plan_problems",
+    "take_over_epoch",
+    "validate_file",
+]
 
 CONFIG_KEYS = frozenset({"control", "substrate", "metrics", "decision_log"})
 
@@ -87,6 +96,51 @@ def pipeline_problems(settings: Settings) -> list[str]:
         return []
     problem = workdir_mismatch(sub.workdir, list(q.sides), sub.partitions, q.key_groups)
     return [problem] if problem else []
+
+
+def pipeline_plan_epoch(settings: Settings) -> tuple[int, int] | None:
+    """(version, controller epoch) of the plan a ``spark-external`` pipeline runs now; None
+    with no plan there (or the simulator). Reads only."""
+    sub = settings.substrate
+    if sub.kind != "spark-external" or not sub.workdir:
+        return None
+    from spark_adapter.actuator import PlanStore
+
+    store = PlanStore(Path(sub.workdir) / "plans", read_only=True)
+    v = store.current_version()
+    try:
+        return None if v is None else (v, store.load(v).epoch)
+    except (KeyError, ValueError):  # a plan the driver's own check names
+        return None
+
+
+def take_over_epoch(settings: Settings) -> int:
+    """With ``control.take_over``, the least epoch to lead at first: one above that of the
+    plan the pipeline runs (0: no floor)."""
+    cur = pipeline_plan_epoch(settings) if settings.control.take_over else None
+    return 0 if cur is None else cur[1] + 1
+
+
+def epoch_problem(settings: Settings) -> str | None:
+    """Why a daemon on this config could publish no plan to its pipeline (None: it can): the
+    pipeline runs plans of a newer controller epoch than the decision log's lease will grant,
+    so another controller, with another decision log, steers it. Reads only."""
+    if settings.control.dry_run or settings.control.take_over:
+        return None
+    cur = pipeline_plan_epoch(settings)
+    from controller.decisionlog import lease_file
+    from core.lease import read_lease
+
+    lease = read_lease(lease_file(settings.decision_log))
+    ours = (lease.epoch if lease is not None else 0) + 1
+    if cur is None or cur[1] <= ours:
+        return None
+    return (
+        f"decision_log: {settings.decision_log} leads at epoch {ours}, but the pipeline in "
+        f"{settings.substrate.workdir} runs plan v{cur[0]} of controller epoch {cur[1]}, which "
+        "refuses older epochs: another controller's decision log steers it. Run with that "
+        "decision_log; if it is lost and that controller is gone, with --take-over"
+    )
 
 
 def validate_file(path: Path, scenario: Path | None = None) -> str:

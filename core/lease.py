@@ -111,8 +111,9 @@ class Lease:
         self._lock = threading.Lock()
         self._granted: dict[tuple[str, int], float] = {}  # the expiry this object last wrote
 
-    def acquire(self, holder: str, now: float | None = None) -> int | None:
-        """Take the lease if it is free, expired or already ``holder``'s; the new epoch, or None."""
+    def acquire(self, holder: str, now: float | None = None, min_epoch: int = 0) -> int | None:
+        """Take the lease if it is free, expired or already ``holder``'s; the new epoch (the
+        next one, or ``min_epoch`` when that is higher), or None."""
         now = time.time() if now is None else now
         with self._lock:
             try:
@@ -127,13 +128,13 @@ class Lease:
             if owner and expires > now and owner != holder:
                 self._db.execute("ROLLBACK")
                 return None
+            new = int(max(epoch + 1, min_epoch))
             self._db.execute(
-                "UPDATE lease SET epoch=?, holder=?, expires=?",
-                (epoch + 1, holder, now + self.ttl_s),
+                "UPDATE lease SET epoch=?, holder=?, expires=?", (new, holder, now + self.ttl_s)
             )
             self._db.execute("COMMIT")
-            self._granted = {(holder, int(epoch + 1)): now + self.ttl_s}
-            return int(epoch + 1)
+            self._granted = {(holder, new): now + self.ttl_s}
+            return new
 
     def renew(self, holder: str, epoch: int, now: float | None = None) -> bool:
         """Extend the lease while ``holder`` still owns ``epoch`` and it has not expired.

@@ -33,6 +33,14 @@ def run_cmd(
         bool, typer.Option("--dry-run", help="compute and log plans, apply nothing")
     ] = False,
     rounds: Annotated[int | None, typer.Option(min=1, help="stop after N rounds")] = None,
+    take_over: Annotated[
+        bool,
+        typer.Option(
+            "--take-over",
+            help="spark-external: lead above the epoch of the plans the pipeline runs, fencing "
+            "out the controller that published them (its decision log lost, the controller gone)",
+        ),
+    ] = False,
 ) -> None:
     """Run the controller daemon until SIGTERM/SIGINT: decisions to SQLite, metrics on 127.0.0.1.
 
@@ -40,6 +48,7 @@ def run_cmd(
     """
     from controller.config import ConfigError, load_settings, path_problems, port_problem
     from controller.daemon import run_daemon
+    from controller.validation import epoch_problem
 
     over: dict[str, Any] = {}
     if decision_log is not None:
@@ -47,6 +56,8 @@ def run_cmd(
     control: dict[str, Any] = {}
     if dry_run:
         control["dry_run"] = True
+    if take_over:
+        control["take_over"] = True
     if rounds is not None:
         control["max_rounds"] = rounds
     if control:
@@ -61,6 +72,8 @@ def run_cmd(
         fail(f"{config or 'settings'}: {missing[0]}")
     if problems or port_problem(settings):
         fail(f"environment not ready: {(problems or [port_problem(settings)])[0]}", 3)
+    if fenced := epoch_problem(settings):
+        fail(f"environment not ready: {fenced}", 3)
     try:
         code = run_daemon(settings)
     except (ValueError, ScenarioError) as e:
@@ -218,7 +231,7 @@ def validate(
     --scenario scenarios/zipf-hotkey-shift.yaml w/plans/v000003.json
     """
     from controller.config import ConfigError, load_settings, port_problem
-    from controller.validation import validate_file
+    from controller.validation import epoch_problem, validate_file
     from core.scenario import ScenarioError
 
     bad = env = 0
@@ -230,7 +243,8 @@ def validate(
             src = e.path if isinstance(e, ScenarioError) else e.source
             print(f"error: {src}: " + "; ".join(e.problems), file=sys.stderr)
             continue
-        taken = port_problem(load_settings(f)) if kind == "config" else None
+        conf = load_settings(f) if kind == "config" else None
+        taken = (port_problem(conf) or epoch_problem(conf)) if conf is not None else None
         if taken:  # valid, but `run` could not start here now
             env += 1
             print(f"error: {f}: {taken}", file=sys.stderr)

@@ -543,6 +543,45 @@ def test_a_dry_run_never_publishes_to_the_pipeline_it_watches(tmp_path: Path) ->
     assert sorted(p.name for p in (work / "plans").iterdir()) == before
 
 
+def test_a_controller_with_a_new_decision_log_is_told_another_one_steers_the_pipeline(
+    tmp_path: Path,
+) -> None:
+    """The pipeline runs plans of controller epoch 3, made under a decision log that is gone.
+    A daemon on a fresh decision log (its epoch would be 1, which the plan store refuses) is
+    stopped by `validate` and `run` with exit 3 and one line, before anything is written;
+    `run --take-over` leads at epoch 4 and its plans are taken; a restart then needs no flag."""
+    from typer.testing import CliRunner
+
+    from controller.cli import app
+    from spark_adapter.actuator import PlanStore
+
+    sc, _, work = _external_pipe(tmp_path)
+    ext = {"kind": "spark-external", "scenario": str(sc), "workdir": str(work)}
+    conf = {"placement": {"method": "least-loaded"}, "shedding": {"method": "none"}}
+    old = Daemon(settings(tmp_path / "lost", substrate=ext, **conf))
+    store = PlanStore(work / "plans")
+    store.publish_next(old.loop.plan.next(epoch=3, reason="a controller of epoch 3"))
+    published = sorted(p.name for p in (work / "plans").iterdir())
+    cfg = tmp_path / "new.yaml"
+    new = {"substrate": ext, **conf, "metrics": {"port": 0}, "control": {"interval_s": 0.05}}
+    new |= {"decision_log": str(tmp_path / "new.sqlite"), "state_dir": str(tmp_path / "st")}
+    cfg.write_text(yaml.safe_dump(new))
+    runner = CliRunner()
+    for argv in (["validate", str(cfg)], ["run", "--config", str(cfg), "--rounds", "1"]):
+        r = runner.invoke(app, argv)
+        assert r.exit_code == 3, r.output
+        line = r.output.strip()
+        assert len(line.splitlines()) == 1 and "runs plan v1 of controller epoch 3" in line, line
+        assert "leads at epoch 1" in line and "--take-over" in line, line
+    assert not (tmp_path / "new.sqlite").exists() and not (tmp_path / "st").exists()
+    assert sorted(p.name for p in (work / "plans").iterdir()) == published
+    r = runner.invoke(app, ["run", "--config", str(cfg), "--rounds", "1", "--take-over"])
+    assert r.exit_code == 0, r.output
+    assert store.load_current().epoch == 4 and store.current_version() >= 2
+    r = runner.invoke(app, ["validate", str(cfg)])
+    assert r.exit_code == 0, r.output  # the next start leads at 5
+
+
 def _metric_names(expr: str) -> set[str]:
     import re
 

@@ -354,3 +354,12 @@ def test_controller_faults_need_a_held_lease(tmp_path: Path) -> None:
     assert idle.returncode == 1 and "no controller holds the lease" in idle.stderr
     bad = subprocess.run([EXE, "inject", "kill-everything"], capture_output=True, text=True)
     assert bad.returncode == 2 and "kill-controller" in bad.stderr
+
+
+def test_a_lease_taken_with_a_floor_starts_at_it_and_counts_on(tmp_path: Path) -> None:
+    """`trimtab run --take-over`: the first lead is at least the floor; later ones count on
+    from it (a standby of the same log fences the taker as usual)."""
+    lease = Lease(tmp_path / "l.sqlite", ttl_s=60)
+    assert lease.acquire("a", min_epoch=4) == 4
+    assert lease.acquire("b", now=time.time() + 120) == 5
+    assert lease.acquire("c", now=time.time() + 240, min_epoch=2) == 6  # a floor below: +1
