@@ -99,6 +99,18 @@ SPARK_KEYS = (
     "partials_merged",
     "output_matches_reference",
 )
+# what a replay with --calibration predicts (the simulator's model of the Spark run)
+PREDICTED_KEYS = (
+    "predicted_batch_duration_p50",
+    "predicted_batch_duration_p99",
+    "predicted_busiest_partition_s_p50",
+    "predicted_live_batch_duration_p50",
+    "predicted_live_batch_duration_p99",
+    "predicted_live_latency_p50_s",
+    "predicted_live_latency_p99_s",
+    "predicted_live_backlog_max",
+    "predicted_live_batches",
+)
 SUMMARY_KEYS = (
     "throughput",
     "mean_latency",

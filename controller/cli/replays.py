@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from controller.cli.common import (
+    PREDICTED_KEYS,
     SPARK_KEYS,
     SUMMARY_KEYS,
     adaptation_keys,
@@ -259,7 +260,8 @@ def _finish(res: Any, report: Path | None, json_out: bool, sc: ScenarioFile) -> 
         print_json(res.summary)
     else:
         row = {**res.summary, "scenario": name}
-        keys = SUMMARY_KEYS + tuple(k for k in SPARK_KEYS if k in res.summary)
+        more = (*SPARK_KEYS, *PREDICTED_KEYS)  # a Spark run's figures, a calibrated prediction
+        keys = SUMMARY_KEYS + tuple(k for k in more if k in res.summary)
         Console().print(table([row], keys + adaptation_keys([row]), "scenario"))
         if report is not None:
             err.print(f"report written to {report}/report.html")

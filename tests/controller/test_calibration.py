@@ -142,6 +142,13 @@ def test_calibrated_replay_and_validate(tmp_path: Path) -> None:
         got["predicted_batch_duration_p50"], rel=0.1
     )
     assert got["predicted_live_latency_p50_s"] > got["predicted_live_batch_duration_p50"]
+    # the table a user reads shows the same predictions
+    r = runner.invoke(app, ["replay", str(SCENARIO), "--calibration", str(out), "--ticks", "20"])
+    rows = {ln.split()[1]: ln.split()[-2] for ln in r.stdout.splitlines() if "predicted_" in ln}
+    assert float(rows["predicted_batch_duration_p50"]) == pytest.approx(
+        got["predicted_batch_duration_p50"], rel=1e-3
+    )
+    assert rows["predicted_live_batches"] == "20" and len(rows) == 9, r.stdout
 
 
 def _one_line_error(r, *words: str) -> None:  # type: ignore[no-untyped-def]
