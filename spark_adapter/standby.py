@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import threading
@@ -277,7 +278,24 @@ def _run(pipe: Any, trigger_s: float | None) -> bool:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: halt.set())
-        ended = pipe.run_stream(trigger_s, halt)
+        ended = _await_plan(pipe, halt) and pipe.run_stream(trigger_s, halt)
     if ended:
         pipe.flush()
     return ended
+
+
+def _await_plan(pipe: Any, halt: threading.Event, poll_s: float = 0.2) -> bool:
+    """A live driver's batches need a plan: with none published yet (its controller daemon
+    not started, or still starting), wait for the first, saying so once. False when the
+    driver is stopped first (no batch ran)."""
+    if pipe.plans.current_version() is not None:
+        return True
+    logging.getLogger("trimtab.pipeline").warning(
+        "waiting for a plan in %s: no batch runs before one is published (start the "
+        "controller, trimtab run with substrate.kind: spark-external, or pass --default-plan)",
+        pipe.plans.root,
+    )
+    while not halt.wait(poll_s):
+        if pipe.plans.current_version() is not None:
+            return True
+    return False

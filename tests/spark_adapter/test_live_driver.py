@@ -61,7 +61,6 @@ def _sample(text: str, name: str) -> float:
 def test_live_driver_stops_on_sigterm_and_the_next_one_resumes(tmp_path: Path) -> None:
     sc = load_scenario(SC)
     q = compile_query(sc)
-    PlanStore(tmp_path / "plans").publish(alternating_plan(q))
     common = [str(SC), "--workdir", str(tmp_path)]
     run = [EXE, "pipeline", "run", *common, "--master", "local[2]", "--snapshot-every", "2"]
     drv = _spawn(
@@ -75,6 +74,15 @@ def test_live_driver_stops_on_sigterm_and_the_next_one_resumes(tmp_path: Path) -
             time.sleep(0.2)
         paced = ["--segments", "60", "--scale", "0.1", "--pace-s", "1"]
         gen = _spawn([EXE, "input", "generate", *common, *paced], tmp_path / "gen.err")
+        # started before its controller published a plan, the driver waits for one
+        while len(list((tmp_path / "input").glob("seg-*.parquet"))) < 2:
+            assert time.monotonic() < deadline and gen.poll() is None, "no input written"
+            time.sleep(0.2)
+        time.sleep(1.5)  # a trigger and more: a batch would have started
+        assert drv.poll() is None, (tmp_path / "a.err").read_text()[-2000:]
+        assert not list((tmp_path / "metrics").glob("batch-*.json"))
+        assert "waiting for a plan in" in (tmp_path / "a.err").read_text()
+        PlanStore(tmp_path / "plans").publish(alternating_plan(q))
         while len(list((tmp_path / "metrics").glob("batch-*.json"))) < 4:
             assert time.monotonic() < deadline and drv.poll() is None, "driver made no progress"
             time.sleep(0.5)
