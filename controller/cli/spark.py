@@ -332,9 +332,9 @@ def publish_operator_cmd(
         fail(f"--params: not JSON ({e.msg})")
     if not isinstance(new, dict) or not new:
         fail("--params: give a JSON object of parameters, e.g. '{\"value\": 50}'")
-    plans = PlanStore(workdir / "plans") if workdir.is_dir() else None
-    if plans is None or plans.current_version() is None:
+    if PlanStore(workdir / "plans", read_only=True).current_version() is None:  # makes nothing
         fail(f"--workdir: no plan in {workdir / 'plans'}: not a pipeline's working directory")
+    plans = PlanStore(workdir / "plans")
     try:
         sc = load(scenario) if scenario is not None else recorded_scenario(workdir)
         cur = plans.load_current()

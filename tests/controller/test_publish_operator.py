@@ -79,6 +79,7 @@ def test_an_aggregate_the_partials_give_is_accepted(work: Path) -> None:
 def test_a_workdir_without_plans_is_named(tmp_path: Path) -> None:
     r = _publish(tmp_path, "filter_v", '{"value": 1}')
     assert r.exit_code == 2 and "--workdir" in r.stderr  # type: ignore[attr-defined]
+    assert list(tmp_path.iterdir()) == []  # refused: nothing made there
 
 
 def test_the_controller_keeps_the_users_operator_parameters(work: Path) -> None:
