@@ -335,10 +335,9 @@ def ensure_plan(sc: ScenarioFile, workdir: Path, partitions: int, default_plan: 
     """A batch run needs a plan: the controller's, or with ``--default-plan`` plan 0."""
     from spark_adapter.actuator import PlanStore
 
-    plans = PlanStore(workdir / "plans")
-    if plans.current_version() is not None:
+    if PlanStore(workdir / "plans", read_only=True).current_version() is not None:
         return
-    if not default_plan:
+    if not default_plan:  # refused: nothing made
         fail(
             f"--workdir: no plan in {workdir / 'plans'}: start the controller first "
             "(trimtab run, substrate.kind: spark-external) or pass --default-plan"
@@ -346,7 +345,7 @@ def ensure_plan(sc: ScenarioFile, workdir: Path, partitions: int, default_plan: 
     from spark_adapter.query import compile_query
     from spark_adapter.warm_start import round_robin_plan
 
-    plans.publish(round_robin_plan(compile_query(sc), partitions))
+    PlanStore(workdir / "plans").publish(round_robin_plan(compile_query(sc), partitions))
 
 
 def check_plan(sc: ScenarioFile, workdir: Path, partitions: int) -> None:

@@ -198,6 +198,7 @@ def test_imported_events_run_through_the_pipeline_driver(tmp_path: Path) -> None
         timeout=60,
     )
     assert no_plan.returncode == 2 and "--default-plan" in no_plan.stderr
+    assert not (tmp_path / "empty").exists()  # refused: nothing made
     assert json.loads(run.stdout)["committed"]
     got = pd.concat(
         [pd.read_parquet(f) for f in sorted((work / "output").glob("batch=*/*.parquet"))],
