@@ -1,8 +1,9 @@
 """Side-by-side partitioner replay: the scenario's key stream through each partitioner, without Spark.
 
 Keys are drawn from the scenario's first keyed stream (its rate, key distribution and hot-key
-shifts), or read from a trace (CSV, Parquet or JSON lines; column ``key``, windowed by its time
-column ``ts`` or by a row count). Every window (``window_s`` seconds of
+shifts), or read from a trace (CSV, Parquet or JSON lines; a key column, integers or strings
+hashed as ``input import`` hashes them, windowed by a time column or by a row count; keys from
+2^20 on folded into [2^20, 2^21) as the Spark pipeline's partitioners fold them). Every window (``window_s`` seconds of
 tuples) each partitioner routes the same keys and gets feedback (window loads, capacities,
 probe latencies); the window's imbalance, fragmentation and aggregation cost are recorded.
 """
@@ -35,11 +36,13 @@ def key_stream(
     seed: int | None = None,
     window_s: float = 1.0,
     window_rows: int | None = None,
+    key_col: str = "key",
+    ts_col: str = "ts",
 ) -> tuple[list[np.ndarray], float]:
     """Per-tick key batches of the scenario's keyed stream and the tick length, or a trace's
     windows (``read_key_trace``) and ``window_s``."""
     if trace is not None:
-        return read_key_trace(trace, window_s, window_rows), window_s
+        return read_key_trace(trace, window_s, window_rows, key_col, ts_col), window_s
     stream = next((s for s in scenario.streams if s.keys.space > 1), scenario.streams[0])
     spec: KeySpec = stream.keys
     update: dict[str, Any] = {}
@@ -74,37 +77,49 @@ def _read_table(path: Path) -> pd.DataFrame:
 
 
 def read_key_trace(
-    path: Path, window_s: float = 1.0, window_rows: int | None = None
+    path: Path,
+    window_s: float = 1.0,
+    window_rows: int | None = None,
+    key_col: str = "key",
+    ts_col: str = "ts",
 ) -> list[np.ndarray]:
-    """A trace's keys in windows: by its time column ``ts`` (seconds; rows in time order,
+    """A trace's keys in windows: by its time column ``ts_col`` (seconds; rows in time order,
     ``window_s`` per window, empty windows kept), or, without one, by ``window_rows`` rows.
 
-    Keys must be non-negative integers; a trace without ``ts`` needs ``window_rows``.
+    Keys are non-negative integers, or strings hashed as ``input import`` hashes them; keys
+    from 2^20 on are folded into [2^20, 2^21), as the Spark pipeline's partitioners fold them
+    (their per-key state stays small). A trace without a time column needs ``window_rows``.
     """
+    from partitioners.micro_batch import fold_key
+    from spark_adapter.event_import import stable_keys
+
     if not path.is_file():
         raise ValueError(f"--trace: file not found: {path}")
     df = _read_table(path)
-    if "key" not in df.columns:
-        raise ValueError(
-            f"--trace: {path} has no 'key' column (columns: {', '.join(map(str, df.columns))})"
-        )
+    if key_col not in df.columns:
+        cols = ", ".join(map(str, df.columns))
+        raise ValueError(f"--key-col: {path} has no {key_col!r} column (columns: {cols})")
     if df.empty:
         raise ValueError(f"--trace: {path} has no rows")
-    arr = df["key"].to_numpy()
-    if not np.issubdtype(arr.dtype, np.integer) or arr.min() < 0:
-        raise ValueError(f"--trace: {path} column 'key' must hold non-negative integers")
-    keys = arr.astype(np.int64)
-    if "ts" not in df.columns:
+    raw, bad_key, _ = stable_keys(df[key_col])
+    if bad_key.any():
+        row = int(np.flatnonzero(bad_key)[0]) + 2
+        raise ValueError(
+            f"--trace: {path} row {row}: {key_col}: missing, negative, fractional or >= 2^53 "
+            "(keys are non-negative integers or strings)"
+        )
+    keys = fold_key(raw)
+    if ts_col not in df.columns:
         if window_rows is None:
             raise ValueError(
-                f"--trace: {path} has no 'ts' column (seconds); give --window-rows N to cut it "
-                "into windows of N rows"
+                f"--ts-col: {path} has no {ts_col!r} column (seconds); give --window-rows N to "
+                "cut it into windows of N rows"
             )
         return [keys[i : i + window_rows] for i in range(0, keys.size, window_rows)]
-    ts = pd.to_numeric(df["ts"], errors="coerce").to_numpy(dtype=float)
+    ts = pd.to_numeric(df[ts_col], errors="coerce").to_numpy(dtype=float)
     bad = np.flatnonzero(~np.isfinite(ts))
     if bad.size:
-        raise ValueError(f"--trace: {path} row {int(bad[0]) + 2}: ts: not a finite number")
+        raise ValueError(f"--trace: {path} row {int(bad[0]) + 2}: {ts_col}: not a finite number")
     if window_s <= 0:
         raise ValueError(f"--window-s: must be > 0 (got {window_s})")
     order = np.argsort(ts, kind="stable")

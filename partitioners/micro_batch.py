@@ -53,6 +53,7 @@ __all__ = [
     "Quotas",
     "arrival_index",
     "arrival_sample",
+    "fold_key",
     "quotas_from_routing",
 ]
 
@@ -62,6 +63,16 @@ Quotas = dict[int, tuple[tuple[int, float], ...]]
 
 WHOLE = ("hash", "shuffle")  # no hot-key quotas: hash keeps keys whole, shuffle is round-robin
 _FOLD = 1 << 20  # keys at or above are folded into [_FOLD, 2 _FOLD) for per-key state arrays
+
+
+def fold_key(keys: IntArray) -> IntArray:
+    """Keys below 2^20 as they are, the others folded into [2^20, 2^21) (stably): a
+    partitioner's per-key state arrays stay small whatever the key space.
+
+    >>> fold_key(np.array([3, 1 << 40])).tolist()[0], bool(fold_key(np.array([1 << 40]))[0] >= 1 << 20)
+    (3, True)
+    """
+    return np.where(keys < _FOLD, keys, _FOLD + stable_mod(keys, _FOLD))
 
 
 def arrival_sample(
@@ -221,7 +232,7 @@ class MicroBatchRouter:
         keys = np.asarray(keys, np.int64)
         idx = arrival_index(keys, np.asarray(counts, float), self.budget, batch, self.seed)
         sample = keys[idx]
-        folded = np.where(sample < _FOLD, sample, _FOLD + stable_mod(sample, _FOLD))
+        folded = fold_key(sample)
         pinned = getattr(self.partitioner, "route_pinned", None)
         if home is not None and pinned is not None and sample.size:
             _, inv, tot = np.unique(sample, return_inverse=True, return_counts=True)

@@ -30,6 +30,7 @@ __all__ = [
     "checked_events",
     "import_events",
     "read_events",
+    "stable_keys",
 ]
 
 FORMATS = ("csv", "parquet", "jsonl")
@@ -90,8 +91,9 @@ def read_events(paths: list[Path], fmt: str | None = None) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def _keys(col: pd.Series) -> tuple[np.ndarray, np.ndarray, bool]:
-    """(int64 keys, bad mask, keys were strings)."""
+def stable_keys(col: pd.Series) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(int64 keys, bad mask, keys were strings): integers as they are (bad: negative,
+    fractional or >= 2^53), anything else as text hashed stably into [0, 2^53)."""
     if pd.api.types.is_integer_dtype(col.dtype):
         k = col.to_numpy(dtype=np.int64)
         return k, (k < 0) | (k >= KEY_LIMIT), False
@@ -114,7 +116,7 @@ def _checked(
             cols = ", ".join(c for c in df.columns if not c.startswith("_"))
             raise EventImportError(f"{flag}: no column {col!r} in the events (columns: {cols})")
     ts = pd.to_numeric(df[ts_col], errors="coerce").to_numpy(dtype=float)
-    key, key_bad, strings = _keys(df[key_col])
+    key, key_bad, strings = stable_keys(df[key_col])
     v = (
         pd.to_numeric(df[value_col], errors="coerce").to_numpy(dtype=float)
         if value_col is not None

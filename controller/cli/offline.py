@@ -103,6 +103,16 @@ PARTITION_KEYS = (
 )
 
 
+TraceOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="events instead of the scenario: CSV, Parquet or JSON lines with a key column "
+        "(non-negative integers, or strings hashed as input import hashes them) and a time "
+        "column (seconds) that sets the windows"
+    ),
+]
+
+
 @app.command("partition")
 def partition_cmd(
     scenario: Annotated[Path, typer.Argument(help="scenario file (YAML)")],
@@ -116,16 +126,11 @@ def partition_cmd(
         float | None, typer.Option(min=0.0, help="override the key distribution with Zipf(S)")
     ] = None,
     keys: Annotated[int | None, typer.Option(min=1, help="override the key-space size")] = None,
-    trace: Annotated[
-        Path | None,
-        typer.Option(
-            help="events instead of the scenario: CSV, Parquet or JSON lines with a column 'key' "
-            "(non-negative integers) and a time column 'ts' (seconds) that sets the windows"
-        ),
-    ] = None,
+    trace: TraceOpt = None,
+    key_col: Annotated[str, typer.Option(help="the trace's key column")] = "key",
+    ts_col: Annotated[str, typer.Option(help="the trace's time column (seconds)")] = "ts",
     window_rows: Annotated[
-        int | None,
-        typer.Option(min=1, help="a trace without 'ts': windows of N rows"),
+        int | None, typer.Option(min=1, help="a trace without its time column: windows of N rows")
     ] = None,
     seconds: Annotated[
         float | None, typer.Option(min=1.0, help="replay only the first S seconds")
@@ -145,18 +150,11 @@ def partition_cmd(
     from controller.partition import partition_replay
 
     sc = load(scenario)
+    synthetic = {"seconds": seconds, "zipf": zipf, "keys": keys}  # the scenario's key stream
+    read = {"trace": trace, "window_rows": window_rows, "key_col": key_col, "ts_col": ts_col}
     try:
         rows = partition_replay(
-            sc,
-            names(partitioners),
-            workers,
-            window_s,
-            sources,
-            seconds=seconds,
-            zipf=zipf,
-            keys=keys,
-            trace=trace,
-            window_rows=window_rows,
+            sc, names(partitioners), workers, window_s, sources, **synthetic, **read
         )
     except ValueError as e:
         fail(str(e))
