@@ -201,12 +201,15 @@ def decisions_cmd(
     if json_out:
         print_json(rows)
         return
-    t = Table()
-    for c in ("time (UTC)", "round", "kind", "plan version", "applied", "round s", "reason"):
-        t.add_column(c)
+    days = sorted({r["time"][:10] for r in rows})
+    span = " to ".join(days[:1] + days[1:][-1:]) or "none yet"
+    t = Table(expand=True, title=f"decisions, {span} (UTC)")
+    for c in ("time", "round", "kind", "plan", "applied", "round s"):
+        t.add_column(c, no_wrap=True)
+    t.add_column("reason", ratio=1)  # the rest of the width: the reasons are what is read
     for r in rows:
         t.add_row(
-            r["time"],
+            r["time"][11:19] if len(days) == 1 else r["time"][5:19].replace("T", " "),
             str(r["round"]),
             r["kind"],
             str(r["plan_version"]),

@@ -305,6 +305,18 @@ def test_daemon_process_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     )
     rows = json.loads(dec.stdout)
     assert len(rows) == 3 and all(r["reason"] for r in rows)
+    # the table in an 80-column terminal: the reasons get the width the other columns leave
+    env = {**os.environ, "COLUMNS": "80"}
+    table = subprocess.run(
+        [EXE, "decisions", "--decision-log", str(tmp_path / "d.sqlite"), "--last", "3"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    ).stdout.splitlines()
+    head = next(ln for ln in table if "reason" in ln)
+    assert max(map(len, table)) <= 80 and len(head.split("┃")[-2]) >= 20, "\n".join(table)
+    assert rows[-1]["time"][11:19] in "\n".join(table)  # the time of day, the date above
 
 
 def test_report_renders_from_a_small_run(tmp_path: Path) -> None:
