@@ -78,8 +78,9 @@ def compare(
         ]
         row: dict[str, Any] = dict(runs[0])
         for k in runs[0]:
-            if k not in ("ticks", "seed") and (m := _mean_figure([r.get(k) for r in runs])):
-                row[k] = m[0]
+            mean = None if k in ("ticks", "seed") else _mean_figure([r.get(k) for r in runs])
+            if mean is not None:
+                row[k] = mean
         row["seeds"] = seeds
         row["shedding"] = shed or scenario.controller.shedding.method
         row["adaptation"] = mean_adaptation([r.get("adaptation", []) for r in runs])
@@ -87,17 +88,17 @@ def compare(
     return out
 
 
-def _mean_figure(vals: list[Any]) -> tuple[float | None] | None:
+def _mean_figure(vals: list[Any]) -> float | None:
     """The mean of a numeric figure over the runs that measured it (None in a run: not
-    measured there; ``(None,)`` when no run did); None for a figure that is not a number.
+    measured there); None when no run did, or for a figure that is not a number.
 
     >>> _mean_figure([1, 3]), _mean_figure([None, 2.0]), _mean_figure([None]), _mean_figure(["a"])
-    ((2.0,), (2.0,), (None,), None)
+    (2.0, 2.0, None, None)
     """
     nums = [v for v in vals if isinstance(v, int | float) and not isinstance(v, bool)]
-    if len(nums) + vals.count(None) < len(vals) or not (nums or vals.count(None)):
+    if not nums or len(nums) + vals.count(None) < len(vals):
         return None
-    return (float(np.mean(nums)) if nums else None,)
+    return float(np.mean(nums))
 
 
 def mean_adaptation(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:

@@ -57,11 +57,11 @@ class Leadership:
         """How often the lease is renewed (primary) or polled (standby)."""
         return self.lease.ttl_s / 4
 
-    def try_acquire(self, min_epoch: int = 0) -> int | None:
-        """Take the lease if it is free or expired; the new epoch (at least ``min_epoch``),
-        or None."""
+    def try_acquire(self) -> int | None:
+        """Take the lease if it is free or expired; the new epoch (the first at least
+        ``first_epoch``), or None."""
         before = self.lease.state()
-        epoch = self.lease.acquire(self.holder, min_epoch=max(min_epoch, self.first_epoch))
+        epoch = self.lease.acquire(self.holder, min_epoch=self.first_epoch)
         if epoch is not None:
             self.epoch, self.previous, self.first_epoch = epoch, before, 0
         return epoch
