@@ -36,6 +36,7 @@ from controller.settings import (
     SheddingSettings,
     overlay,
 )
+from core.files import file_problem
 from core.scenario import format_validation_error, yaml_problem
 
 __all__ = ["ConfigError", "Settings", "load_settings", "path_problems", "port_problem"]
@@ -270,8 +271,8 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     if path is not None:
         p = Path(path)
         src = str(p)
-        if not p.is_file():
-            raise ConfigError(src, [f"file not found: {p}"])
+        if (problem := file_problem(p)) is not None:
+            raise ConfigError(src, [problem])
         try:
             raw = yaml.safe_load(p.read_text())
         except yaml.YAMLError as e:

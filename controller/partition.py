@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from controller.scenario import ScenarioFile
+from core.files import file_problem
 from core.scenario import KeySpec
 from core.workload import key_epochs, rates, sample_keys
 from partitioners.base import window_metrics
@@ -93,8 +94,8 @@ def read_key_trace(
     from partitioners.micro_batch import fold_key
     from spark_adapter.event_import import stable_keys
 
-    if not path.is_file():
-        raise ValueError(f"--trace: file not found: {path}")
+    if (problem := file_problem(path)) is not None:
+        raise ValueError(f"--trace: {problem}")
     df = _read_table(path)
     if key_col not in df.columns:
         cols = ", ".join(map(str, df.columns))

@@ -15,6 +15,8 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from core.files import file_problem
+
 __all__ = [
     "RATE_KINDS",
     "BurstyRate",
@@ -101,8 +103,8 @@ def read_rate_trace(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """A rate trace file: CSV with the header ``t_s,rate``, at least two rows, times
     increasing, rates finite and not negative. ``ValueError`` says what is wrong, and where.
     """
-    if not path.is_file():
-        raise ValueError(f"trace file not found: {path}")
+    if (problem := file_problem(path)) is not None:
+        raise ValueError(f"trace {problem}")
     lines = path.read_text().splitlines()
     header = [h.strip() for h in lines[0].split(",")] if lines else []
     if header != ["t_s", "rate"]:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from core.batch_model import BatchModel
 from core.cluster import Cluster, Node
+from core.files import file_problem
 from core.rates import (
     RATE_KINDS,
     PiecewiseRate,
@@ -233,7 +234,7 @@ class Scenario(BaseModel):
     schema_version: Literal[1] = 1
     name: str
     description: str = ""
-    seed: int = 0
+    seed: int = Field(0, ge=0, description="workload randomness (bursty jitter, random walks)")
     duration_s: float = Field(600.0, gt=0)
     tick_s: float = Field(1.0, gt=0)
     cluster: ClusterSpec
@@ -389,8 +390,8 @@ def load_model(path: str | Path, model: type[M], overrides: dict[str, Any] | Non
         when the file is missing, unparsable, or invalid; each problem names its field.
     """
     p = Path(path)
-    if not p.is_file():
-        raise ScenarioError(str(p), [f"file not found: {p}"])
+    if (problem := file_problem(p)) is not None:
+        raise ScenarioError(str(p), [problem])
     try:
         data = yaml.safe_load(p.read_text())
     except yaml.YAMLError as e:

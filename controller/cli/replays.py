@@ -38,7 +38,9 @@ MasterOpt = Annotated[
 PlacementOpt = Annotated[
     str | None, typer.Option(help="placement method; default from the scenario")
 ]
-SeedOpt = Annotated[int | None, typer.Option(help="workload seed; default from the scenario")]
+SeedOpt = Annotated[
+    int | None, typer.Option(min=0, help="workload seed; default from the scenario")
+]
 SheddingOpt = Annotated[str | None, typer.Option(help="lp, fit, uniform, local or none")]
 BatchesOpt = Annotated[
     int, typer.Option(min=1, help="Spark: micro-batches (input segments) to replay")

@@ -196,6 +196,14 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "colour",
         ),
+        (
+            "negative seed",
+            ["validate", sc("t15", lambda d: d.__setitem__("seed", -3))],
+            2,
+            "seed",
+        ),
+        ("negative --seed", ["replay", good, "--seed", "-1", "--json"], 2, "--seed"),
+        ("scenario is a directory", ["place", str(tmp / "st")], 2, "is a directory, not a file"),
         # config files
         (
             "config scenario missing",
