@@ -82,6 +82,22 @@ class CalibrationOverlay(BaseModel):
     operators: dict[str, OperatorCost]
 
 
+ROUGH_FIT_R2 = 0.8  # a per-row fit explaining less of the busy time than this is called rough
+
+
+def rough_fit(ov: CalibrationOverlay) -> str | None:
+    """What to tell the user when the per-row line explains little of the partitions' busy
+    time (a short run, or batches too alike in rows), or None for a fit worth its figures."""
+    p = ov.calibration
+    if p.busy_fit_r2 >= ROUGH_FIT_R2:
+        return None
+    return (
+        f"the cost per row explains {max(p.busy_fit_r2, 0.0):.0%} of the partitions' busy time "
+        f"over {p.batches} batch(es) (r^2 {p.busy_fit_r2:.2f}, below {ROUGH_FIT_R2}): "
+        "the overlay's costs are rough; calibrate a longer run"
+    )
+
+
 def read_batches(workdir: Path) -> list[BatchStats]:
     """The first attempt of every batch in ``workdir/metrics`` that read input, by id
     (replayed attempts and empty batches left out)."""
@@ -105,7 +121,11 @@ def fit_batches(batches: list[BatchStats]) -> dict[str, float]:
         raise ValueError("calibrate: too few batches with different row counts to fit a cost")
     c, t0 = np.polyfit(rows[used], busy[used], 1)
     if c <= 0:
-        raise ValueError(f"calibrate: the fitted cost per row is not positive ({c:.3g} s)")
+        raise ValueError(
+            f"calibrate: the fitted cost per row is not positive ({c:.3g} s) over "
+            f"{len(batches)} batch(es) after --skip: busy time did not grow with rows; "
+            "calibrate a longer run (more batches, more rows)"
+        )
     t0 = max(float(t0), 0.0)
     pred = t0 + c * rows[used]
     ss = float(((busy[used] - busy[used].mean()) ** 2).sum())

@@ -3,6 +3,7 @@ partitioners on a key stream."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -183,7 +184,7 @@ def calibrate_cmd(
     Example: trimtab calibrate work/ --out calibration.yaml; then
              trimtab replay SCENARIO --calibration calibration.yaml
     """
-    from controller.calibration import calibrate, overlay_yaml
+    from controller.calibration import calibrate, overlay_yaml, rough_fit
 
     if not workdir.is_dir():
         fail(f"workdir: {workdir} is not a directory")
@@ -191,9 +192,12 @@ def calibrate_cmd(
     if out is not None and out.exists() and out.is_dir():
         fail(f"--out: {out} is a directory")
     try:
-        text = overlay_yaml(calibrate(workdir, sc, skip))
+        ov = calibrate(workdir, sc, skip)
     except ValueError as e:
         fail(str(e))
+    text = overlay_yaml(ov)
+    if (note := rough_fit(ov)) is not None:
+        print(f"note: {note}", file=sys.stderr)
     if out is None:
         print(text, end="")
         return

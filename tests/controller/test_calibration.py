@@ -76,6 +76,16 @@ def test_the_fit_recovers_the_costs_that_made_the_batches() -> None:
     assert f["r2"] == pytest.approx(1.0)
 
 
+def test_busy_time_that_falls_with_rows_is_refused_with_what_to_do() -> None:
+    """A run too short to fit (a noisy batch or two) can make busy time fall as rows grow: the
+    fit says so, with the batch count and the remedy, and writes no negative cost."""
+    batches = _batches(n=2)
+    for b in batches:
+        b.busy_s = 0.5 - C * b.rows
+    with pytest.raises(ValueError, match=r"not positive .* over 2 batch\(es\).*longer run"):
+        fit_batches(batches)
+
+
 def test_capacity_is_planned_with_the_fixed_cost_nine_batches_in_ten_fit() -> None:
     """Three batches in twelve pay 0.6 s more (a commit, a snapshot): the batch model keeps the
     median fixed cost, and capacity plans with the 90th percentile, so a plan that fills a
@@ -126,7 +136,8 @@ def test_calibrated_replay_and_validate(tmp_path: Path) -> None:
     work = _workdir(tmp_path / "w", _batches())
     out = tmp_path / "cal.yaml"
     runner = CliRunner()
-    assert runner.invoke(app, ["calibrate", str(work), "--out", str(out)]).exit_code == 0
+    r = runner.invoke(app, ["calibrate", str(work), "--out", str(out)])
+    assert r.exit_code == 0 and "rough" not in r.stderr, r.output  # an exact fit: no note
     assert runner.invoke(app, ["validate", str(out), "--scenario", str(SCENARIO)]).exit_code == 0
     r = runner.invoke(
         app, ["replay", str(SCENARIO), "--calibration", str(out), "--ticks", "20", "--json"]
@@ -149,6 +160,24 @@ def test_calibrated_replay_and_validate(tmp_path: Path) -> None:
         got["predicted_batch_duration_p50"], rel=1e-3
     )
     assert rows["predicted_live_batches"] == "20" and len(rows) == 9, r.stdout
+
+
+def test_a_rough_fit_is_written_with_a_note_that_says_so(tmp_path: Path) -> None:
+    """Busy time that the rows explain only in part (noise as large as the per-row cost):
+    the overlay is still written, and stderr names the fit and the remedy."""
+    batches = _batches()
+    noise = np.random.default_rng(1).uniform(0.0, 0.6, size=(len(batches), 2))
+    for b, e in zip(batches, noise, strict=True):
+        b.busy_s = b.busy_s + e
+    out = tmp_path / "cal.yaml"
+    r = CliRunner().invoke(
+        app, ["calibrate", str(_workdir(tmp_path / "w", batches)), "--out", str(out)]
+    )
+    assert r.exit_code == 0 and out.is_file(), r.output
+    r2 = load_overlay(out).calibration.busy_fit_r2
+    assert r2 < 0.8, r2
+    assert f"r^2 {r2:.2f}" in r.stderr and "over 11 batch(es)" in r.stderr, r.stderr
+    assert "calibrate a longer run" in r.stderr, r.stderr
 
 
 def _one_line_error(r, *words: str) -> None:  # type: ignore[no-untyped-def]
