@@ -72,7 +72,7 @@ def executor_pids(app_id: str) -> dict[str, int]:
 def _pid(app_id: str, executor_id: str) -> int:
     pids = executor_pids(app_id)
     if executor_id not in pids:
-        raise KeyError(
+        raise LookupError(
             f"executor: no executor {executor_id!r} of {app_id} on this machine (have {sorted(pids)})"
         )
     return pids[executor_id]
@@ -299,6 +299,9 @@ def inject(fault: str, target: str | None, workdir: Path, seconds: float = 10.0)
         return {"killed_driver": pid}
     if target is None:
         raise ValueError(f"{fault}: an executor id is needed")
+    driver = int(app["driver_pid"])
+    if not same_process(driver, app.get("driver_started")):  # nothing would carry it out
+        raise LookupError(f"{app['app_id']} is not running: its driver {driver} has exited")
     if fault == "kill-executor":
         return {"killed_executor": target, "pid": kill_executor(app["app_id"], str(target))}
     if fault == "stop-executor":

@@ -25,7 +25,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ from core.workload import key_epochs, rates, sample_keys
 from spark_adapter import segment_files
 from spark_adapter.actuator import atomic_write
 from spark_adapter.dpc import COVERS_KEY, STREAMS_KEY
+from spark_adapter.pids import process_start, same_process
 
 __all__ = ["CLOSED", "INPUT_SCHEMA_DDL", "InputLog", "segment_index", "silence_stream"]
 
@@ -48,6 +49,7 @@ SHIFT = "_SHIFT"  # backlog segments written so far: a tick's segment index is t
 HOLD = "_HOLD-"  # _HOLD-<stream>: hold the stream's rows back until the time inside (epoch s)
 HELD = "_HELD"  # journal of the holds delivered: one JSON line (stream, first tick, end tick)
 STREAMS = "_STREAMS"  # the streams the writer writes, kept when a trim removes every segment
+WRITER = "_WRITER"  # the live writer's pid and start time, while it writes (holds need one)
 SEGMENT_ID_BITS = 32  # a segment holds fewer than 2^32 rows
 
 INPUT_SCHEMA_DDL = "event_id LONG, stream STRING, ts DOUBLE, key LONG, v DOUBLE, c DOUBLE"
@@ -196,6 +198,31 @@ class InputLog:
         atomic_write(path, json.dumps({"until": time.time() + seconds}).encode())
         return path
 
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """Mark this process as the log's live writer while the block runs: ``live_writer``
+        names it, and a hold (``inject silence-stream``) is refused when none runs."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        me = {"pid": os.getpid(), "started": process_start(os.getpid())}
+        path = self.root / WRITER
+        atomic_write(path, json.dumps(me).encode())
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                if json.loads(path.read_text())["pid"] == me["pid"]:
+                    path.unlink()
+
+    def live_writer(self) -> int | None:
+        """The pid of the process writing the log live, None when none runs (a log written at
+        once, or a writer that ended or was killed)."""
+        try:
+            rec = json.loads((self.root / WRITER).read_text())
+            pid, started = int(rec["pid"]), rec["started"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return pid if same_process(pid, started) else None
+
     def streams(self) -> tuple[str, ...]:
         """The streams the log's writer writes (the newest segment's metadata or rows)."""
         segs = self.segments()
@@ -293,14 +320,16 @@ class InputLog:
         stop = stop or threading.Event()
         ticks = _TickWriter(self, scenario, scale)
         ticks.tick = start
-        for t in range(start, start + segments):
-            if pace_s is not None:
-                delay = max(0.0, t0 + (t - start) * pace_s - time.monotonic())
-                if stop.wait(delay):
-                    break  # stopped: ``stop`` was set
-            held = self.held(time.time()) | {s for s, a, b in silence if a <= t < b}
-            ticks.write(t, held)
-        ticks.deliver(set())  # what is still held arrives now: nothing is lost
+        live = self.writing() if pace_s is not None else contextlib.nullcontext()
+        with live:
+            for t in range(start, start + segments):
+                if pace_s is not None:
+                    delay = max(0.0, t0 + (t - start) * pace_s - time.monotonic())
+                    if stop.wait(delay):
+                        break  # stopped: ``stop`` was set
+                held = self.held(time.time()) | {s for s, a, b in silence if a <= t < b}
+                ticks.write(t, held)
+            ticks.deliver(set())  # what is still held arrives now: nothing is lost
         return ticks.rows
 
 
@@ -380,6 +409,11 @@ def silence_stream(root: Path, stream: str | None, seconds: float) -> dict[str, 
     log = InputLog(root)
     if log.closed:
         raise ValueError(f"--workdir: {root} is closed: the stream has ended, nothing to silence")
+    if log.live_writer() is None:
+        raise ValueError(
+            f"--workdir: no live writer is writing {root}: a hold is read only by a running "
+            "`trimtab input generate --pace-s` (a replay's log is written before it runs)"
+        )
     streams = log.streams()
     if stream not in streams:
         raise ValueError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sys
 import threading
@@ -426,6 +427,8 @@ def cluster_cmd(
 
     state_file = state_dir / "cluster.json"
     if action == "up":
+        if not re.fullmatch(r"[1-9][0-9]*([kKmMgGtT][bB]?)?", memory):  # Spark: MiB unless a unit
+            fail(f"--memory: {memory!r} is not a worker memory size like 512m or 2g")
         try:
             st = cluster_up(state_file, workers, cores, memory)
         except (RuntimeError, TimeoutError) as e:

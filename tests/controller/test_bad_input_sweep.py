@@ -204,6 +204,12 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
         ),
         ("negative --seed", ["replay", good, "--seed", "-1", "--json"], 2, "--seed"),
         ("scenario is a directory", ["place", str(tmp / "st")], 2, "is a directory, not a file"),
+        (
+            "cluster memory",
+            ["cluster", "up", "--memory", "1.5g", "--state-dir", str(tmp / "cl")],
+            2,
+            "--memory: '1.5g'",
+        ),
         # config files
         (
             "config scenario missing",

@@ -106,3 +106,30 @@ def test_cluster_down_leaves_alone_a_process_that_took_a_recorded_pid(tmp_path) 
     finally:
         child.kill()
         child.wait()
+
+
+def test_executor_faults_on_an_application_that_ended_are_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A finished replay's workdir keeps its ``app.json``: an executor fault there names the
+    application as ended, with no quoting of Python's, and ``lose-executor`` leaves no request
+    behind that a later driver in the workdir would carry out."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from controller.cli import app as cli
+    from spark_adapter.pids import process_start
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    app = {"app_id": "app-7", "driver_pid": child.pid, "driver_started": 1.0}
+    (tmp_path / "app.json").write_text(json.dumps(app))
+    for fault in ("kill-executor", "stop-executor", "lose-executor"):
+        r = CliRunner().invoke(cli, ["inject", fault, "1", "--workdir", str(tmp_path)])
+        assert r.exit_code == 1, r.output
+        assert r.stderr == f"error: app-7 is not running: its driver {child.pid} has exited\n"
+    assert not (tmp_path / "inject-lose").exists()
+    # a running driver with no such executor: the message is the text, not a repr of it
+    me = {**app, "driver_pid": os.getpid(), "driver_started": process_start(os.getpid())}
+    (tmp_path / "app.json").write_text(json.dumps(me))
+    r = CliRunner().invoke(cli, ["inject", "kill-executor", "9", "--workdir", str(tmp_path)])
+    assert r.exit_code == 1 and r.stderr.startswith("error: executor: no executor '9'"), r.stderr

@@ -32,9 +32,12 @@ def test_live_writing_keeps_its_pace_and_stops_on_request(tmp_path: Path) -> Non
     log.generate(sc, 3, scale=0.01, pace_s=0.3)
     assert time.monotonic() - t0 >= 0.6  # first segment at once, then one every 0.3 s
     stop = threading.Event()
+    seen: list[int | None] = []  # the writer, as a hold sees it while the log is written live
+    threading.Timer(0.2, lambda: seen.append(log.live_writer())).start()
     threading.Timer(0.4, stop.set).start()
     log.generate(sc, 100, scale=0.01, start=3, pace_s=0.3, stop=stop)
     assert 4 <= len(log.segments()) <= 6  # stopped long before 100
+    assert seen == [os.getpid()] and log.live_writer() is None  # and no longer once it stopped
     assert not log.closed
     log.close()
     assert log.closed and len(log.segments()) == len(list(tmp_path.glob("seg-*")))
@@ -99,13 +102,36 @@ def test_a_stream_can_be_silenced_after_the_driver_trimmed_every_segment(tmp_pat
     log.write(0, pd.DataFrame(row), covers={"S": 1.0, "T": 1.0}, streams=("S", "T"))
     log.trim(1)
     assert log.segments() == [] and log.streams() == ("S", "T")
-    held = silence_stream(log.root, "S", 5.0)
-    assert held["silenced"] == "S" and Path(held["hold"]).exists()
-    with pytest.raises(ValueError, match=r"'X' is not one of the log's streams \(S, T\)"):
-        silence_stream(log.root, "X", 5.0)
+    with log.writing():
+        held = silence_stream(log.root, "S", 5.0)
+        assert held["silenced"] == "S" and Path(held["hold"]).exists()
+        with pytest.raises(ValueError, match=r"'X' is not one of the log's streams \(S, T\)"):
+            silence_stream(log.root, "X", 5.0)
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match="no input log"):
         silence_stream(tmp_path / "empty", "S", 5.0)
+
+
+def test_a_hold_needs_a_live_writer(tmp_path: Path) -> None:
+    """A hold is read only by a live writer: on a log written at once (a replay's), or after
+    the writer ended or was killed, ``inject silence-stream`` is refused instead of reporting
+    a silence that nothing would carry out. A dead writer's record (kill -9) names no writer."""
+    import json
+
+    from spark_adapter.source import WRITER, silence_stream
+
+    log = InputLog(tmp_path / "input")
+    log.generate(load_scenario(SCENARIOS / "seed-groupby-window.yaml"), 2, scale=0.02)
+    assert log.live_writer() is None
+    with pytest.raises(ValueError, match="no live writer is writing"):
+        silence_stream(log.root, "s", 5.0)
+    assert not log.held(0.0)  # refused: no hold was written
+    with log.writing():
+        assert log.live_writer() == os.getpid()
+        assert silence_stream(log.root, "s", 5.0)["silenced"] == "s"
+    assert log.live_writer() is None and not (log.root / WRITER).exists()
+    (log.root / WRITER).write_text(json.dumps({"pid": os.getpid(), "started": 1.0}))
+    assert log.live_writer() is None  # this pid, but not the process that started then
 
 
 def test_each_segment_is_stamped_after_the_one_before(tmp_path: Path) -> None:
