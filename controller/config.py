@@ -39,7 +39,14 @@ from controller.settings import (
 from core.files import file_problem
 from core.scenario import format_validation_error, yaml_problem
 
-__all__ = ["ConfigError", "Settings", "load_settings", "path_problems", "port_problem"]
+__all__ = [
+    "ConfigError",
+    "Settings",
+    "load_settings",
+    "log_problem",
+    "path_problems",
+    "port_problem",
+]
 
 _STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
 _WINDOW = re.compile(r"^([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-3]):[0-5]\d$")
@@ -246,6 +253,23 @@ def path_problems(settings: Settings) -> list[str]:
     if sub.calibration is not None and not Path(sub.calibration).is_file():
         out.append(f"substrate.calibration: file not found: {sub.calibration}")
     return out
+
+
+def log_problem(settings: Settings) -> str | None:
+    """``decision_log`` names a file that is not a trimtab decision log (another file, a
+    directory), or None: a daemon would fail on it at its first write. Opens it read-only."""
+    from controller.decisionlog import DecisionLog, DecisionLogError
+
+    p = Path(settings.decision_log)
+    if p.is_dir():
+        return f"decision_log: {p} is a directory, not a file"
+    if not p.is_file():
+        return None  # created at the start
+    try:
+        DecisionLog.read_only(p).close()
+    except DecisionLogError as e:
+        return f"decision_log: {e}"
+    return None
 
 
 def port_problem(settings: Settings) -> str | None:

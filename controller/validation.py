@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from controller.config import ConfigError, Settings, load_settings, path_problems
+from controller.config import ConfigError, Settings, load_settings, log_problem, path_problems
 from controller.scenario import ScenarioFile, load_scenario
 from core.plans import Plan
 from core.scenario import format_validation_error
@@ -163,6 +163,7 @@ def validate_file(path: Path, scenario: Path | None = None) -> str:
     elif kind == "config":
         settings = load_settings(path)
         problems = path_problems(settings) + pipeline_problems(settings)
+        problems += [bad] if (bad := log_problem(settings)) else []
         if problems:
             raise ConfigError(str(path), problems)
     elif kind == "calibration":

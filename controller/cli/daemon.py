@@ -46,7 +46,13 @@ def run_cmd(
 
     Example: trimtab run --config examples/controller.yaml
     """
-    from controller.config import ConfigError, load_settings, path_problems, port_problem
+    from controller.config import (
+        ConfigError,
+        load_settings,
+        log_problem,
+        path_problems,
+        port_problem,
+    )
     from controller.daemon import run_daemon
     from controller.validation import epoch_problem
 
@@ -70,10 +76,19 @@ def run_cmd(
     missing = [p for p in problems if p.startswith("substrate.")]
     if missing:
         fail(f"{config or 'settings'}: {missing[0]}")
+    if bad_log := log_problem(settings):
+        fail(f"{config or 'settings'}: {bad_log}")
     if problems or port_problem(settings):
         fail(f"environment not ready: {(problems or [port_problem(settings)])[0]}", 3)
     if fenced := epoch_problem(settings):
         fail(f"environment not ready: {fenced}", 3)
+    for field, d in (("state_dir", settings.state_dir), ("decision_log", settings.decision_log)):
+        where = Path(d) if field == "state_dir" else Path(d).parent
+        try:  # the check above trusts permissions, which a root user (or /proc) can outrun
+            where.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            why = (e.strerror or str(e)).lower()
+            fail(f"environment not ready: {field}: cannot create {where}: {why}", 3)
     try:
         code = run_daemon(settings)
     except (ValueError, ScenarioError) as e:

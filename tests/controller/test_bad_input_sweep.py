@@ -254,6 +254,30 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             "metrics.port",
         ),
         (
+            "decision log not a log",
+            ["run", "--config", cf("c9", lambda d: d.__setitem__("decision_log", good))],
+            2,
+            "decision_log: " + good + ": not a trimtab decision log (not an SQLite file)",
+        ),
+        (
+            "validate: decision log a directory",
+            ["validate", cf("c10", lambda d: d.__setitem__("decision_log", str(tmp / "st")))],
+            2,
+            "is a directory, not a file",
+        ),
+        (
+            "state dir under a file",
+            ["run", "--config", cf("c11", lambda d: d.__setitem__("state_dir", good + "/x"))],
+            3,
+            "state_dir: ",
+        ),
+        (  # as root the permission check passes /proc: the daemon's mkdir is what fails
+            "state dir under /proc",
+            ["run", "--config", cf("c12", lambda d: d.__setitem__("state_dir", "/proc/tt-x"))],
+            3,
+            "state_dir: ",
+        ),
+        (
             "config port in use",
             ["run", "--config", cf("c6", lambda d: d["metrics"].__setitem__("port", port))],
             3,
