@@ -46,15 +46,8 @@ def run_cmd(
 
     Example: trimtab run --config examples/controller.yaml
     """
-    from controller.config import (
-        ConfigError,
-        load_settings,
-        log_problem,
-        path_problems,
-        port_problem,
-    )
+    from controller.config import ConfigError, load_settings
     from controller.daemon import run_daemon
-    from controller.validation import epoch_problem
 
     over: dict[str, Any] = {}
     if decision_log is not None:
@@ -72,12 +65,28 @@ def run_cmd(
         settings = load_settings(config, **over)
     except ConfigError as e:
         fail(f"{e.source}: " + "; ".join(e.problems))
+    _refuse_a_bad_start(settings, str(config or "settings"))
+    try:
+        code = run_daemon(settings)
+    except (ValueError, ScenarioError) as e:
+        fail(str(e))
+    except OSError as e:
+        fail(f"environment not ready: {e}", 3)
+    raise typer.Exit(code)
+
+
+def _refuse_a_bad_start(settings: Any, source: str) -> None:
+    """Exit before the daemon starts: 2 for a bad setting, 3 for the environment (a path that
+    cannot be made, a port taken, a pipeline whose plans are of a later epoch)."""
+    from controller.config import log_problem, path_problems, port_problem
+    from controller.validation import epoch_problem
+
     problems = path_problems(settings)
     missing = [p for p in problems if p.startswith("substrate.")]
     if missing:
-        fail(f"{config or 'settings'}: {missing[0]}")
+        fail(f"{source}: {missing[0]}")
     if bad_log := log_problem(settings):
-        fail(f"{config or 'settings'}: {bad_log}")
+        fail(f"{source}: {bad_log}")
     if problems or port_problem(settings):
         fail(f"environment not ready: {(problems or [port_problem(settings)])[0]}", 3)
     if fenced := epoch_problem(settings):
@@ -89,13 +98,6 @@ def run_cmd(
         except OSError as e:
             why = (e.strerror or str(e)).lower()
             fail(f"environment not ready: {field}: cannot create {where}: {why}", 3)
-    try:
-        code = run_daemon(settings)
-    except (ValueError, ScenarioError) as e:
-        fail(str(e))
-    except OSError as e:
-        fail(f"environment not ready: {e}", 3)
-    raise typer.Exit(code)
 
 
 def _standbys(state_dir: Path) -> list[Path]:
