@@ -217,9 +217,16 @@ def load(path: Path) -> ScenarioFile:
         fail(f"{e.path}: " + "; ".join(e.problems))
 
 
-def names(text: str) -> list[str]:
-    """A comma-separated option as a list of names."""
-    return [x.strip() for x in text.split(",") if x.strip()]
+def names(text: str, flag: str) -> list[str]:
+    """A comma-separated option as a list of names; exit 2 naming ``flag`` when it names none,
+    or one twice (two identical columns would read as a comparison)."""
+    out = [x.strip() for x in text.split(",") if x.strip()]
+    if not out:
+        fail(f"{flag}: no name given (got {text!r})")
+    for x in out:
+        if out.count(x) > 1:
+            fail(f"{flag}: {x!r} is named twice")
+    return out
 
 
 def _fmt(v: Any) -> str:

@@ -38,7 +38,7 @@ def place_cmd(
 
     sc = load(scenario)
     try:
-        rows = place(sc, names(algorithm), points)
+        rows = place(sc, names(algorithm, "--algorithm"), points)
     except ValueError as e:
         fail(str(e))
     if json_out:
@@ -73,7 +73,7 @@ def shed_cmd(
 
     sc = load(scenario)
     try:
-        rows = shed_at(sc, names(method), at=at, peak=peak)
+        rows = shed_at(sc, names(method, "--method"), at=at, peak=peak)
     except ValueError as e:
         fail(str(e))
     if json_out:
@@ -155,7 +155,13 @@ def partition_cmd(
     read = {"trace": trace, "window_rows": window_rows, "key_col": key_col, "ts_col": ts_col}
     try:
         rows = partition_replay(
-            sc, names(partitioners), workers, window_s, sources, **synthetic, **read
+            sc,
+            names(partitioners, "--partitioners"),
+            workers,
+            window_s,
+            sources,
+            **synthetic,
+            **read,
         )
     except ValueError as e:
         fail(str(e))

@@ -274,12 +274,24 @@ def _finish(res: Any, report: Path | None, json_out: bool, sc: ScenarioFile) -> 
         err.print(f"expectations met: {', '.join(c['expectation'] for c in checks)}")
 
 
+def _check_ha_options(placement: str | None, places: list[str], shedding: str | None) -> None:
+    """``compare --ha`` runs every policy on one placement, with the scenario's shedding."""
+    if shedding is not None:
+        fail("--shedding: not with --ha (the policies run with the scenario's shedding)")
+    if placement is not None and len(places) > 1:
+        fail(f"--placement: with --ha, one method (got {len(places)}: {placement})")
+
+
 @app.command("compare")
 def compare_cmd(
     scenario: Annotated[Path, typer.Argument(help="scenario file (YAML)")],
     placement: Annotated[
-        str, typer.Option(help="comma-separated placement methods")
-    ] = "llf,correlation-oneway",
+        str | None,
+        typer.Option(
+            help="comma-separated placement methods (default llf,correlation-oneway); with "
+            "--ha, the one placement every policy runs on (default: the scenario's)"
+        ),
+    ] = None,
     seeds: Annotated[int, typer.Option(min=1, help="runs per method, seeds scenario.seed ..")] = 1,
     ha: Annotated[
         str | None,
@@ -303,12 +315,15 @@ def compare_cmd(
     from controller.compare import DPC_KEYS, HA_KEYS, compare, compare_ha
 
     sc = load(scenario)
+    places = names(placement or "llf,correlation-oneway", "--placement")
+    if ha is not None:
+        _check_ha_options(placement, places, shedding)
     try:
         if ha is not None:
-            rows = compare_ha(sc, names(ha), seeds)
+            rows = compare_ha(sc, names(ha, "--ha"), seeds, placement and places[0])
         else:
-            sheds = names(shedding) if shedding is not None else None
-            rows = compare(sc, names(placement), seeds, sheds)
+            sheds = names(shedding, "--shedding") if shedding is not None else None
+            rows = compare(sc, places, seeds, sheds)
     except ValueError as e:
         fail(str(e))
     if json_out:
@@ -316,7 +331,9 @@ def compare_cmd(
         return
     if ha is not None:
         dpc = DPC_KEYS if any("tentative_fraction" in r for r in rows) else ()
-        Console().print(table(rows, (*HA_KEYS, *dpc, "mean_latency", "throughput"), "ha"))
+        t = table(rows, (*HA_KEYS, *dpc, "mean_latency", "throughput"), "ha")
+        t.title = f"availability policies, placement {rows[0]['placement']}"
+        Console().print(t)
     elif shedding is not None:
         for r in rows:
             r["method"] = f"{r['placement']} / {r['shedding']}"

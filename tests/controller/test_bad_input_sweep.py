@@ -204,6 +204,21 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
         ),
         ("negative --seed", ["replay", good, "--seed", "-1", "--json"], 2, "--seed"),
         ("scenario is a directory", ["place", str(tmp / "st")], 2, "is a directory, not a file"),
+        ("a method twice", ["compare", good, "--placement", "llf,llf"], 2, "'llf' is named twice"),
+        ("no method", ["compare", good, "--placement", " , "], 2, "--placement: no name given"),
+        ("no algorithm", ["place", good, "--algorithm", ","], 2, "--algorithm: no name given"),
+        (
+            "--ha with --shedding",
+            ["compare", good, "--ha", "upstream", "--shedding", "lp"],
+            2,
+            "--shedding: not with --ha",
+        ),
+        (
+            "--ha with two placements",
+            ["compare", good, "--ha", "upstream", "--placement", "rod,llf"],
+            2,
+            "with --ha, one method",
+        ),
         (
             "cluster memory",
             ["cluster", "up", "--memory", "1.5g", "--state-dir", str(tmp / "cl")],

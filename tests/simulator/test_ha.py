@@ -89,6 +89,20 @@ def test_compare_ha_cli_json() -> None:
     assert bad.returncode == 2 and "magic" in bad.stderr
 
 
+def test_compare_ha_runs_every_policy_on_the_placement_named() -> None:
+    """``--placement`` with ``--ha`` is the placement each policy runs on (it was ignored):
+    the rows carry it, and their figures are those of that placement, not the scenario's."""
+    from typer.testing import CliRunner
+
+    from controller.cli import app
+
+    argv = ["compare", str(SCENARIOS / "failure-storm.yaml"), "--ha", "upstream", "--json"]
+    rod = json.loads(CliRunner().invoke(app, [*argv, "--placement", "rod"]).stdout)
+    own = json.loads(CliRunner().invoke(app, argv).stdout)
+    assert rod[0]["placement"] == "rod" and own[0]["placement"] != "rod", (rod, own)
+    assert rod[0]["mean_latency"] != own[0]["mean_latency"]
+
+
 def test_upstream_overhead_is_the_acknowledgement_work_of_the_tuples_carried() -> None:
     """Upstream backup's overhead is ``ack_cost_us`` per tuple a unit takes in: it scales with
     the constant and, per unit of work, with 1 / the operators' cost per tuple."""
