@@ -87,6 +87,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object on 
 
 @app.command()
 def replay(
+    ctx: typer.Context,
     scenario: ScenarioArg,
     substrate: Annotated[str, typer.Option(help="sim (the simulator) or spark")] = "sim",
     placement: PlacementOpt = None,
@@ -115,11 +116,10 @@ def replay(
     """
     sc = load(scenario)
     _check_replay_flags(substrate, partitioner, input_dir, report, master)
+    _check_substrate_flags(ctx, substrate)
     overlay = None
     if calibration is not None:
         sc, overlay = _calibrated(sc, calibration, substrate)
-    if ticks is not None and ticks > sc.ticks:
-        err.print(f"note: --ticks {ticks} is beyond the scenario's {sc.ticks}; replaying those")
     try:
         if substrate == "spark":
             from controller.spark_replay import replay_spark
@@ -127,7 +127,7 @@ def replay(
             res = _replay_spark_cli(
                 replay_spark,
                 not json_out,
-                sc,
+                sc if seed is None else sc.model_copy(update={"seed": seed}),  # draws the input
                 master=master,
                 batches=batches,
                 placement=placement,
@@ -197,6 +197,24 @@ def _calibrated(sc: ScenarioFile, path: Path, substrate: str) -> tuple[ScenarioF
     return (calibrated if substrate == "sim" else sc), overlay
 
 
+SPARK_ONLY = ("master", "batches", "partitioner", "partitions", "scale", "workdir")
+SPARK_ONLY += ("warmup_batches", "keep_workdir")
+
+
+def _check_substrate_flags(ctx: typer.Context, substrate: str) -> None:
+    """Exit 2 naming a flag the chosen substrate would ignore: the Spark replay's on the
+    simulator, ``--ticks`` on Spark (which replays ``--batches``)."""
+    for p in (*SPARK_ONLY, "ticks"):
+        source = ctx.get_parameter_source(p)  # typer's own click: compared by name
+        if source is None or source.name not in ("COMMANDLINE", "ENVIRONMENT"):
+            continue
+        flag = "--" + p.replace("_", "-")
+        if substrate == "sim" and p in SPARK_ONLY:
+            fail(f"{flag}: a Spark replay's option (add --substrate spark)")
+        if substrate == "spark" and p == "ticks":
+            fail(f"{flag}: the simulator's option (a Spark replay runs --batches)")
+
+
 def _check_replay_flags(
     substrate: str,
     partitioner: str | None,
@@ -232,6 +250,9 @@ def _replay_sim(
 ) -> Any:
     """A simulator replay, with a progress bar on a terminal."""
     from controller.replay import replay_sim
+
+    if ticks is not None and ticks > sc.ticks:
+        err.print(f"note: --ticks {ticks} is beyond the scenario's {sc.ticks}; replaying those")
 
     prog = progress(show_progress)
     if prog is None:
