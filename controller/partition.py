@@ -10,6 +10,7 @@ probe latencies); the window's imbalance, fragmentation and aggregation cost are
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,22 @@ def key_stream(
     """Per-tick key batches of the scenario's keyed stream and the tick length, or a trace's
     windows (``read_key_trace``) and ``window_s``."""
     if trace is not None:
-        return read_key_trace(trace, window_s, window_rows, key_col, ts_col), window_s
+        for flag, v in (("--zipf", zipf), ("--keys", keys)):
+            if v is not None:
+                raise ValueError(f"{flag}: shapes the scenario's key stream, not a --trace")
+        if seconds is not None and window_rows is not None:
+            raise ValueError("--seconds: a trace cut by --window-rows has no seconds")
+        windows = read_key_trace(trace, window_s, window_rows, key_col, ts_col)
+        if seconds is not None:  # the first S seconds of the trace's own time
+            windows = windows[: max(1, math.ceil(seconds / window_s - 1e-9))]
+        return windows, window_s
+    for flag, given in (
+        ("--window-rows", window_rows is not None),
+        ("--key-col", key_col != "key"),
+        ("--ts-col", ts_col != "ts"),
+    ):
+        if given:
+            raise ValueError(f"{flag}: reads a --trace (none given: the scenario's keys are used)")
     stream = next((s for s in scenario.streams if s.keys.space > 1), scenario.streams[0])
     spec: KeySpec = stream.keys
     update: dict[str, Any] = {}
@@ -117,6 +133,11 @@ def read_key_trace(
                 "cut it into windows of N rows"
             )
         return [keys[i : i + window_rows] for i in range(0, keys.size, window_rows)]
+    if window_rows is not None:
+        raise ValueError(
+            f"--window-rows: {path} has a time column {ts_col!r}: its windows are --window-s "
+            "seconds (--window-rows cuts a trace without one)"
+        )
     ts = pd.to_numeric(df[ts_col], errors="coerce").to_numpy(dtype=float)
     bad = np.flatnonzero(~np.isfinite(ts))
     if bad.size:

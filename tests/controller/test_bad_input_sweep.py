@@ -204,6 +204,12 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
         ),
         ("negative --seed", ["replay", good, "--seed", "-1", "--json"], 2, "--seed"),
         ("scenario is a directory", ["place", str(tmp / "st")], 2, "is a directory, not a file"),
+        (
+            "trace flag, no trace",
+            ["partition", good, "--key-col", "uid"],
+            2,
+            "--key-col: reads a --trace",
+        ),
         ("a method twice", ["compare", good, "--placement", "llf,llf"], 2, "'llf' is named twice"),
         ("no method", ["compare", good, "--placement", " , "], 2, "--placement: no name given"),
         ("no algorithm", ["place", good, "--algorithm", ","], 2, "--algorithm: no name given"),

@@ -371,6 +371,13 @@ def test_partition_cli(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert by_time.returncode == 0, by_time.stderr
     row = json.loads(by_time.stdout)[0]
     assert row["tuples"] == 2000 and row["windows"] == 10
+    # --seconds: the first S seconds of the trace's own time (it was ignored with --trace)
+    first = run("--trace", str(timed), "--window-s", "0.5", "--seconds", "2", "--json")
+    assert json.loads(first.stdout)[0]["windows"] == 4, first.stderr
+    assert json.loads(first.stdout)[0]["tuples"] < 2000
+    for flag in (("--zipf", "1.5"), ("--keys", "10")):  # the scenario's stream only
+        r = run("--trace", str(timed), *flag)
+        assert r.returncode == 2 and r.stderr.startswith(f"error: {flag[0]}:"), r.stderr
     by_rows = run("--trace", str(trace), "--window-rows", "500", "--json")
     assert json.loads(by_rows.stdout)[0]["windows"] == 4
     no_ts = run("--trace", str(trace))
