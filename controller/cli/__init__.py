@@ -3,7 +3,8 @@ library functions; the logic lives in the packages.
 
 * ``replays``: replay, compare, demo;
 * ``offline``: place, shed, partition, calibrate;
-* ``spark``: pipeline run, input generate, publish-operator, inject, cluster;
+* ``spark``: pipeline run, publish-operator, inject, cluster;
+* ``inputs``: input generate, import, profile;
 * ``verify``: pipeline verify;
 * ``daemon``: run, status, decisions, validate, report.
 
@@ -12,12 +13,19 @@ Exit codes: 0 success, 1 runtime failure, 2 usage or validation error, 3 environ
 
 from __future__ import annotations
 
-from controller.cli import daemon, offline, replays, spark, verify
+from controller.cli import daemon, inputs, offline, replays, spark, verify
 from controller.cli.common import SPARK_KEYS, SUMMARY_KEYS, app
 
 __all__ = ["SPARK_KEYS", "SUMMARY_KEYS", "app", "main"]
 
-COMMAND_GROUPS = (replays, offline, spark, verify, daemon)  # each registers its commands on ``app``
+COMMAND_GROUPS = (
+    replays,
+    offline,
+    spark,
+    inputs,
+    verify,
+    daemon,
+)  # each registers its commands on ``app``
 HELP_ORDER = (
     "replay",
     "compare",
@@ -42,7 +50,7 @@ app.registered_commands.sort(
 for _cmd in [
     *app.registered_commands,
     *spark.pipeline_app.registered_commands,
-    *spark.input_app.registered_commands,
+    *inputs.input_app.registered_commands,
 ]:
     # a command list shows a docstring's first paragraph as it is wrapped in the source;
     # joined, the terminal wraps it (a command's own --help already joins it)
