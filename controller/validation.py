@@ -34,20 +34,36 @@ CONFIG_KEYS = frozenset({"control", "substrate", "metrics", "decision_log"})
 
 
 def file_kind(data: Any) -> str:
-    """``plan``, ``config``, ``calibration`` or ``scenario`` from a parsed file's top-level keys.
+    """``plan``, ``config``, ``calibration`` or ``scenario`` from a parsed file's top-level keys;
+    ``unknown`` for a file that is none of them (most of its keys none of theirs).
 
-    >>> file_kind({"version": 3, "placement": {}}), file_kind({"metrics": {}}), file_kind([])
+    >>> file_kind({"version": 3, "placement": {}}), file_kind({"metrics": {}}), file_kind(None)
     ('plan', 'config', 'scenario')
-    >>> file_kind({"calibration": {}, "simulator": {}})
-    'calibration'
+    >>> file_kind({"calibration": {}, "simulator": {}}), file_kind({"title": "x", "panels": []})
+    ('calibration', 'unknown')
     """
-    if isinstance(data, dict) and "placement" in data and "version" in data:
+    if data is None:  # missing, empty or not YAML: the scenario loader says which
+        return "scenario"
+    if not isinstance(data, dict):
+        return "unknown"
+    keys = set(data)
+    if "placement" in keys and "version" in keys:
         return "plan"
-    if isinstance(data, dict) and "calibration" in data:
+    if "calibration" in keys:
         return "calibration"
-    if isinstance(data, dict) and CONFIG_KEYS & set(data):
+    if CONFIG_KEYS & keys and _mostly(keys, set(Settings.model_fields)):
         return "config"
-    return "scenario"
+    if _mostly(keys, set(ScenarioFile.model_fields)):
+        return "scenario"
+    return "unknown"
+
+
+_WHAT = {str: "plain text", list: "a list", int: "a number", float: "a number", bool: "a boolean"}
+
+
+def _mostly(keys: set[str], known: set[str]) -> bool:
+    """At least half of ``keys`` are ``known`` (a misspelt key or two still say the kind)."""
+    return 2 * len(keys & known) >= len(keys)
 
 
 def plan_problems(plan: Plan, scenario: ScenarioFile) -> list[str]:
@@ -175,6 +191,16 @@ def validate_file(path: Path, scenario: Path | None = None) -> str:
                 apply_overlay(load_scenario(scenario), overlay)
         except ValueError as e:
             raise ConfigError(str(path), [str(e).removeprefix(f"{path}: ")]) from None
+    elif kind == "unknown":
+        keys = sorted(map(str, data)) if isinstance(data, dict) else []
+        seen = f" (its top-level keys: {', '.join(keys[:6])}{', ...' if len(keys) > 6 else ''})"
+        raise ConfigError(
+            str(path),
+            [
+                "not a trimtab scenario, config, plan or calibration file"
+                + (seen if keys else f" ({_WHAT.get(type(data), 'a value')}, not a mapping)")
+            ],
+        )
     else:
         load_scenario(path)
     return kind

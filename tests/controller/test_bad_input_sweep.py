@@ -203,6 +203,18 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             "seed",
         ),
         ("negative --seed", ["replay", good, "--seed", "-1", "--json"], 2, "--seed"),
+        (
+            "validate a file of no kind",
+            ["validate", str(ROOT / "examples" / "grafana-dashboard.json")],
+            2,
+            "not a trimtab scenario, config, plan or calibration file (its top-level keys: ",
+        ),
+        (
+            "validate plain text",
+            ["validate", str(tmp / "events.csv")],
+            2,
+            "not a trimtab scenario, config, plan or calibration file (plain text",
+        ),
         ("scenario is a directory", ["place", str(tmp / "st")], 2, "is a directory, not a file"),
         (
             "trace flag, no trace",
