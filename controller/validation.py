@@ -23,6 +23,7 @@ __all__ = [
     "CONFIG_KEYS",
     "epoch_problem",
     "file_kind",
+    "other_kind",
     "pipeline_plan_epoch",
     "pipeline_problems",
     "plan_problems",
@@ -58,7 +59,39 @@ def file_kind(data: Any) -> str:
     return "unknown"
 
 
+KIND_USE = {
+    "scenario": "a scenario (trimtab replay and compare take it)",
+    "config": "a controller config (trimtab run --config takes it)",
+    "plan": "a plan (trimtab validate checks it)",
+    "calibration": "a calibration overlay (replay --calibration takes it)",
+}
+
+
+def other_kind(path: Path, want: str) -> str | None:
+    """What ``path`` is when it is plainly not a ``want`` file (another trimtab kind, or none),
+    as one line's problem; None when it may be one (its own loader then names the fields)."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    kind = file_kind(data)
+    if data is None or kind == want:
+        return None
+    what = KIND_USE[want].split(" (")[0]
+    if kind == "unknown":
+        return f"not {what}, nor any other trimtab file{_seen(data)}"
+    return f"not {what}: it is {KIND_USE[kind]}"
+
+
 _WHAT = {str: "plain text", list: "a list", int: "a number", float: "a number", bool: "a boolean"}
+
+
+def _seen(data: Any) -> str:
+    """What a file of no trimtab kind holds, in brackets: its first keys, or its type."""
+    if not isinstance(data, dict):
+        return f" ({_WHAT.get(type(data), 'a value')}, not a mapping)"
+    keys = sorted(map(str, data))
+    return f" (its top-level keys: {', '.join(keys[:6])}{', ...' if len(keys) > 6 else ''})"
 
 
 def _mostly(keys: set[str], known: set[str]) -> bool:
@@ -192,15 +225,8 @@ def validate_file(path: Path, scenario: Path | None = None) -> str:
         except ValueError as e:
             raise ConfigError(str(path), [str(e).removeprefix(f"{path}: ")]) from None
     elif kind == "unknown":
-        keys = sorted(map(str, data)) if isinstance(data, dict) else []
-        seen = f" (its top-level keys: {', '.join(keys[:6])}{', ...' if len(keys) > 6 else ''})"
-        raise ConfigError(
-            str(path),
-            [
-                "not a trimtab scenario, config, plan or calibration file"
-                + (seen if keys else f" ({_WHAT.get(type(data), 'a value')}, not a mapping)")
-            ],
-        )
+        problem = f"not a trimtab scenario, config, plan or calibration file{_seen(data)}"
+        raise ConfigError(str(path), [problem])
     else:
         load_scenario(path)
     return kind

@@ -214,7 +214,9 @@ def load(path: Path) -> ScenarioFile:
     try:
         return load_scenario(path)
     except ScenarioError as e:
-        fail(f"{e.path}: " + "; ".join(e.problems))
+        from controller.validation import other_kind
+
+        fail(f"{e.path}: " + (other_kind(Path(path), "scenario") or "; ".join(e.problems)))
 
 
 def names(text: str, flag: str) -> list[str]:

@@ -64,7 +64,10 @@ def run_cmd(
     try:
         settings = load_settings(config, **over)
     except ConfigError as e:
-        fail(f"{e.source}: " + "; ".join(e.problems))
+        from controller.validation import other_kind
+
+        wrong = other_kind(config, "config") if config is not None else None
+        fail(f"{e.source}: " + (wrong or "; ".join(e.problems)))
     _refuse_a_bad_start(settings, str(config or "settings"))
     try:
         code = run_daemon(settings)

@@ -215,6 +215,18 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "not a trimtab scenario, config, plan or calibration file (plain text",
         ),
+        (
+            "replay a config",
+            ["replay", str(ROOT / "examples" / "controller.yaml")],
+            2,
+            "not a scenario: it is a controller config (trimtab run --config takes it)",
+        ),
+        (
+            "run a scenario",
+            ["run", "--config", good],
+            2,
+            "not a controller config: it is a scenario",
+        ),
         ("scenario is a directory", ["place", str(tmp / "st")], 2, "is a directory, not a file"),
         (
             "trace flag, no trace",
