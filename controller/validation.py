@@ -20,7 +20,6 @@ from core.plans import Plan
 from core.scenario import format_validation_error
 
 __all__ = [
-    "CONFIG_KEYS",
     "epoch_problem",
     "file_kind",
     "other_kind",
@@ -30,8 +29,6 @@ __all__ = [
     "take_over_epoch",
     "validate_file",
 ]
-
-CONFIG_KEYS = frozenset({"control", "substrate", "metrics", "decision_log"})
 
 
 def file_kind(data: Any) -> str:
@@ -52,7 +49,7 @@ def file_kind(data: Any) -> str:
         return "plan"
     if "calibration" in keys:
         return "calibration"
-    if CONFIG_KEYS & keys and _mostly(keys, set(Settings.model_fields)):
+    if keys and _mostly(keys, set(Settings.model_fields)):  # no key is of both kinds
         return "config"
     if _mostly(keys, set(ScenarioFile.model_fields)):
         return "scenario"
