@@ -177,12 +177,32 @@ class Settings(BaseSettings):
                 f"control.on_batch: rounds on micro-batches need substrate.kind spark-external "
                 f"(got {self.substrate.kind!r})"
             )
+        self._substrate_fields()
         m = self.placement.method
         if "method" in self.placement.model_fields_set and m not in PLACEMENTS:
             raise ValueError(
                 f"placement.method: unknown method {m!r} (known: {', '.join(sorted(PLACEMENTS))})"
             )
         return self
+
+    def _substrate_fields(self) -> None:
+        """A setting the chosen substrate would ignore is refused by name."""
+        sub, given = self.substrate, self.substrate.model_fields_set
+        if sub.kind == "sim":
+            for f in ("workdir", "partitions", "calibration"):
+                if f in given:
+                    raise ValueError(
+                        f"substrate.{f}: steers a spark-external pipeline (substrate.kind is 'sim')"
+                    )
+            if self.control.take_over:
+                raise ValueError(
+                    "control.take_over: leads above a Spark pipeline's plans (substrate.kind is "
+                    "'sim', which has none)"
+                )
+        elif "ticks_per_round" in given:
+            raise ValueError(
+                "substrate.ticks_per_round: the simulator's (substrate.kind is 'spark-external')"
+            )
 
     def controller_settings(self, base: ControllerSettings | None = None) -> ControllerSettings:
         """The settings the controller runs with: the steered scenario's (``base``) with every

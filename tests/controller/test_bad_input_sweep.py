@@ -323,6 +323,18 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             "state_dir: ",
         ),
         (
+            "a Spark setting on the simulator",
+            ["validate", cf("c13", lambda d: d["substrate"].__setitem__("workdir", "w"))],
+            2,
+            "substrate.workdir: steers a spark-external pipeline",
+        ),
+        (
+            "--take-over on the simulator",
+            ["run", "--config", cf("c14", lambda d: None), "--take-over"],
+            2,
+            "control.take_over: ",
+        ),
+        (
             "config port in use",
             ["run", "--config", cf("c6", lambda d: d["metrics"].__setitem__("port", port))],
             3,

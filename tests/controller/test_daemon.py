@@ -41,6 +41,8 @@ def settings(tmp: Path, **over):  # type: ignore[no-untyped-def]
         "decision_log": str(tmp / "decisions.sqlite"),
         "state_dir": str(tmp / "state"),
     }
+    if over.get("substrate", {}).get("kind") == "spark-external":
+        del base["substrate"]["ticks_per_round"]  # the simulator's: refused on Spark
     for k, v in over.items():
         base[k] = {**base.get(k, {}), **v} if isinstance(v, dict) else v
     return load_settings(None, **base)
