@@ -164,6 +164,17 @@ def fail(msg: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+def out_file(path: Path, flag: str) -> None:
+    """Exit 2 naming ``flag`` unless ``path`` can be written as a file: not a directory, in a
+    directory that exists and is writable. Checked before the work that fills it."""
+    if path.is_dir():
+        fail(f"{flag}: {path} is a directory")
+    if not path.parent.is_dir():
+        fail(f"{flag}: {path.parent} is not a directory")
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        fail(f"{flag}: {path} is not writable")
+
+
 def writable_dir(path: Path, flag: str) -> None:
     """Exit 2 naming ``flag`` unless ``path`` is (or can be made) a writable directory."""
     try:

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from controller.cli.common import app, fail, load, print_json, writable_dir
+from controller.cli.common import app, fail, load, out_file, print_json, writable_dir
 
 input_app = typer.Typer(
     help="A pipeline's input log: generate it, import your own events, profile them.",
@@ -149,6 +149,7 @@ def input_profile(
 
     if plot is not None:
         writable_dir(plot.parent, "--plot")
+        out_file(plot, "--plot")
     try:
         prof = profile_events(files, ts_col, key_col, fmt, window_s, plot)
     except EventImportError as e:

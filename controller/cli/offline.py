@@ -16,6 +16,7 @@ from controller.cli.common import (
     fail,
     load,
     names,
+    out_file,
     print_json,
     table,
 )
@@ -195,8 +196,8 @@ def calibrate_cmd(
     if not workdir.is_dir():
         fail(f"workdir: {workdir} is not a directory")
     sc = load(scenario) if scenario is not None else None
-    if out is not None and out.exists() and out.is_dir():
-        fail(f"--out: {out} is a directory")
+    if out is not None:
+        out_file(out, "--out")
     try:
         ov = calibrate(workdir, sc, skip)
     except ValueError as e:

@@ -17,6 +17,7 @@ from controller.cli.common import (
     ensure_plan,
     fail,
     load,
+    out_file,
     print_json,
 )
 from controller.scenario import ScenarioFile
@@ -88,6 +89,8 @@ def pipeline_run(
     sc = load(scenario)
     if role not in ("primary", "standby", "active"):
         fail(f"--role: {role!r} is not primary, standby or active")
+    if result is not None:
+        out_file(result, "--result")
     _preflight(sc, workdir, master, partitions, role, trigger_s, default_plan)
     from spark_adapter.plan_fit import PlanRefused
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from controller.cli.common import check_input_log, fail, load, print_json
+from controller.cli.common import check_input_log, fail, load, out_file, print_json
 from controller.cli.spark import pipeline_app
 
 
@@ -80,8 +80,8 @@ def pipeline_results(
         fail(f"--view: {view!r} is not stable or latest")
     if not (workdir / "planlog.sqlite").is_file():
         fail(f"--workdir: no plan log in {workdir} (not a pipeline's working directory)")
-    if out is not None and not out.parent.is_dir():
-        fail(f"--out: {out.parent} is not a directory")
+    if out is not None:
+        out_file(out, "--out")
     log = PlanLog(workdir / "planlog.sqlite", read_only=True)
     committed = log.committed()
     log.close()

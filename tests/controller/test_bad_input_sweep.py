@@ -59,6 +59,8 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
     (tmp / "notdb.sqlite").write_text("hello, not a database")
     (tmp / "afile").write_text("x")
     (tmp / "st").mkdir()
+    (tmp / "res").mkdir()
+    (tmp / "res" / "planlog.sqlite").write_bytes(b"")  # a workdir, as far as results checks
     (tmp / "st" / "status.json").write_text("[1, 2]")
     (tmp / "events.csv").write_text("ts,key\n0,1\nx,2\ny,3\n")
     (tmp / "span.csv").write_text("ts,key\n0,1\n3000000000,2\n")  # a row 95 years on
@@ -226,6 +228,24 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             ["run", "--config", good],
             2,
             "not a controller config: it is a scenario",
+        ),
+        (
+            "results --out a directory",
+            ["pipeline", "results", "--workdir", str(tmp / "res"), "--out", str(tmp / "st")],
+            2,
+            "--out: " + str(tmp / "st") + " is a directory",
+        ),
+        (
+            "profile --plot a directory",
+            [
+                "input",
+                "profile",
+                str(ROOT / "examples" / "events-sample.csv"),
+                "--plot",
+                str(tmp / "st"),
+            ],
+            2,
+            "--plot: " + str(tmp / "st") + " is a directory",
         ),
         ("scenario is a directory", ["place", str(tmp / "st")], 2, "is a directory, not a file"),
         (
