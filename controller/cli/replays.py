@@ -201,15 +201,21 @@ SPARK_ONLY = ("master", "batches", "partitioner", "partitions", "scale", "workdi
 SPARK_ONLY += ("warmup_batches", "keep_workdir")
 
 
-def _check_substrate_flags(ctx: typer.Context, substrate: str) -> None:
+def _check_substrate_flags(
+    ctx: typer.Context, substrate: str, spark_only: tuple[str, ...] = SPARK_ONLY
+) -> None:
     """Exit 2 naming a flag the chosen substrate would ignore: the Spark replay's on the
     simulator, ``--ticks`` on Spark (which replays ``--batches``)."""
-    for p in (*SPARK_ONLY, "ticks"):
+    if substrate not in ("sim", "spark"):
+        fail(f"--substrate: {substrate!r} is not a substrate (use 'sim' or 'spark')")
+    for p in (*spark_only, "ticks"):
+        if p not in ctx.params:
+            continue
         source = ctx.get_parameter_source(p)  # typer's own click: compared by name
         if source is None or source.name not in ("COMMANDLINE", "ENVIRONMENT"):
             continue
         flag = "--" + p.replace("_", "-")
-        if substrate == "sim" and p in SPARK_ONLY:
+        if substrate == "sim" and p in spark_only:
             fail(f"{flag}: a Spark replay's option (add --substrate spark)")
         if substrate == "spark" and p == "ticks":
             fail(f"{flag}: the simulator's option (a Spark replay runs --batches)")
@@ -366,6 +372,7 @@ def compare_cmd(
 
 @app.command()
 def demo(
+    ctx: typer.Context,
     scenario: Annotated[Path, typer.Option(help="scenario to replay")] = Path(
         "scenarios/seed-groupby-window.yaml"
     ),
@@ -384,6 +391,9 @@ def demo(
     from controller.report import write_report
 
     sc = load(scenario)
+    _check_substrate_flags(
+        ctx, substrate, ("master", "batches", "scale", "partitioner", "placement")
+    )
     writable_dir(report, "--report")
     if partitioner not in PARTITIONERS:
         fail(f"--partitioner: unknown name {partitioner!r} (known: {', '.join(PARTITIONERS)})")

@@ -247,6 +247,13 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "--plot: " + str(tmp / "st") + " is a directory",
         ),
+        ("demo substrate", ["demo", "--substrate", "flink"], 2, "--substrate: 'flink'"),
+        (
+            "demo spark flag on sim",
+            ["demo", "--substrate", "sim", "--batches", "3"],
+            2,
+            "--batches: ",
+        ),
         ("scenario is a directory", ["place", str(tmp / "st")], 2, "is a directory, not a file"),
         (
             "trace flag, no trace",
