@@ -174,6 +174,8 @@ def shed_at(
     time ``at`` (s), at the peak total rate, or at the start. One dict per method (the plan,
     ``keep`` by location and the tick's ``time_s``)."""
 
+    if at is not None and peak:
+        raise ValueError("--peak: the rates at one time: --at or --peak, not both")
     r = rates(scenario) / scenario.tick_s * scenario.simulator.rate_scale
     if at is not None:
         if not 0 <= at < scenario.duration_s:

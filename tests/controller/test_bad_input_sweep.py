@@ -254,6 +254,12 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "--batches: ",
         ),
+        (
+            "shed --at and --peak",
+            ["shed", good, "--at", "5", "--peak"],
+            2,
+            "--at or --peak, not both",
+        ),
         ("scenario is a directory", ["place", str(tmp / "st")], 2, "is a directory, not a file"),
         (
             "trace flag, no trace",
