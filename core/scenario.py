@@ -249,6 +249,10 @@ class Scenario(BaseModel):
 
     @model_validator(mode="after")
     def _references(self) -> Scenario:
+        if self.duration_s < self.tick_s:
+            raise ValueError(
+                f"duration_s: {self.duration_s} is shorter than one tick (tick_s {self.tick_s})"
+            )
         nodes = {n.id for n in self.cluster.nodes}
         for i, st in enumerate(self.streams):
             pieces = st.rate.pieces if isinstance(st.rate, PiecewiseRate) else []
@@ -260,6 +264,11 @@ class Scenario(BaseModel):
                         raise ValueError(f"streams.{i}.rate.path: {e}") from None
         streams = {s.id for s in self.streams}
         for i, f in enumerate(self.faults):
+            if f.at_s >= self.duration_s:
+                raise ValueError(
+                    f"faults.{i}.at_s: {f.at_s} is past the scenario's end (duration_s "
+                    f"{self.duration_s}): the fault would never happen"
+                )
             if f.node is not None and f.node not in nodes:
                 raise ValueError(f"faults.{i}.node: unknown node {f.node!r}")
             if f.stream is not None and f.stream not in streams:

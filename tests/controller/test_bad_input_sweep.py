@@ -199,6 +199,27 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             "colour",
         ),
         (
+            "shorter than a tick",
+            ["validate", sc("t16", lambda d: d.__setitem__("duration_s", d["tick_s"] / 2))],
+            2,
+            "duration_s: ",
+        ),
+        (
+            "a fault past the end",
+            [
+                "validate",
+                sc(
+                    "t17",
+                    lambda d: d.__setitem__(
+                        "faults",
+                        [{"kind": "kill", "node": d["cluster"]["nodes"][0]["id"], "at_s": 1e6}],
+                    ),
+                ),
+            ],
+            2,
+            "faults.0.at_s: 1000000.0 is past the scenario's end",
+        ),
+        (
             "negative seed",
             ["validate", sc("t15", lambda d: d.__setitem__("seed", -3))],
             2,
