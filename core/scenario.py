@@ -256,6 +256,15 @@ class Scenario(BaseModel):
         nodes = {n.id for n in self.cluster.nodes}
         for i, st in enumerate(self.streams):
             pieces = st.rate.pieces if isinstance(st.rate, PiecewiseRate) else []
+            late = [
+                (f"streams.{i}.keys.shifts.{j}.at_s", sh.at_s)
+                for j, sh in enumerate(st.keys.shifts)
+            ] + [(f"streams.{i}.rate.pieces.{j}.from_s", p.from_s) for j, p in enumerate(pieces)]
+            for where, t in late:
+                if t >= self.duration_s:
+                    raise ValueError(
+                        f"{where}: {t} is past the scenario's end (duration_s {self.duration_s})"
+                    )
             for rate in [st.rate, *(p.rate for p in pieces)]:
                 if isinstance(rate, TraceRate):
                     try:

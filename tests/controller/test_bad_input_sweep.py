@@ -220,6 +220,26 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             "faults.0.at_s: 1000000.0 is past the scenario's end",
         ),
         (
+            "a piece past the end",
+            [
+                "validate",
+                sc(
+                    "t18",
+                    rate(
+                        {
+                            "kind": "piecewise",
+                            "pieces": [
+                                {"from_s": 0, "rate": {"kind": "constant", "rate": 5}},
+                                {"from_s": 1e6, "rate": {"kind": "constant", "rate": 9}},
+                            ],
+                        }
+                    ),
+                ),
+            ],
+            2,
+            "streams.0.rate.pieces.1.from_s: 1000000.0 is past",
+        ),
+        (
             "negative seed",
             ["validate", sc("t15", lambda d: d.__setitem__("seed", -3))],
             2,
