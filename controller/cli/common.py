@@ -164,6 +164,23 @@ def fail(msg: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+def note_idle_partitions(sc: ScenarioFile, partitions: int) -> None:
+    """Say on stderr when the keyed stage has more partitions than key groups: a key group is
+    the unit placed, so the extra partitions never get a row."""
+    from spark_adapter.query import compile_query
+
+    try:
+        groups = compile_query(sc).key_groups
+    except ValueError:
+        return  # the run itself names what Spark cannot run
+    if partitions > groups:
+        print(
+            f"note: --partitions {partitions} for {groups} key groups: {partitions - groups} "
+            "partition(s) will get no rows (raise the keyed operator's key_groups)",
+            file=sys.stderr,
+        )
+
+
 def out_file(path: Path, flag: str) -> None:
     """Exit 2 naming ``flag`` unless ``path`` can be written as a file: not a directory, in a
     directory that exists and is writable. Checked before the work that fills it."""

@@ -21,6 +21,7 @@ from controller.cli.common import (
     fail,
     load,
     names,
+    note_idle_partitions,
     print_json,
     progress,
     table,
@@ -151,6 +152,7 @@ def replay(
 def _replay_spark_cli(run: Any, show_progress: bool, sc: ScenarioFile, **kw: Any) -> Any:
     """A Spark replay with a progress bar (batches done of total, rate, time left) on a
     terminal."""
+    note_idle_partitions(sc, kw["partitions"])
     prog = progress(show_progress)
     if prog is None:
         return run(sc, **kw)

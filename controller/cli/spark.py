@@ -17,6 +17,7 @@ from controller.cli.common import (
     ensure_plan,
     fail,
     load,
+    note_idle_partitions,
     out_file,
     print_json,
 )
@@ -139,6 +140,7 @@ def _preflight(
     if role == "primary" and (trigger_s is None or default_plan):  # live: a daemon may publish
         ensure_plan(sc, workdir, partitions, default_plan)
     check_plan(sc, workdir, partitions)
+    note_idle_partitions(sc, partitions)
 
 
 DRIVER_KEYS = (  # what pipeline run prints of the driver's result

@@ -243,3 +243,23 @@ def test_seed_reaches_a_spark_replay(monkeypatch) -> None:  # type: ignore[no-un
     assert r.exit_code == 2 and "replay_spark got seed 7" in r.stderr, r.output
     r = CliRunner().invoke(app, ["replay", gw, "--substrate", "spark"])
     assert "replay_spark got seed 5" in r.stderr, r.output  # the scenario's own
+
+
+def test_partitions_beyond_the_key_groups_are_noted(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A key group is the unit placed: 20 partitions for the scenario's 8 key groups leave 12
+    without a row. The replay still runs (stopped at its door here), with a note saying so;
+    8 partitions get none."""
+    from typer.testing import CliRunner
+
+    import controller.spark_replay as spark_replay
+    from controller.cli import app
+
+    def stop_at_the_door(sc, **_kw):  # type: ignore[no-untyped-def]
+        raise ValueError("stopped")
+
+    monkeypatch.setattr(spark_replay, "replay_spark", stop_at_the_door)
+    gw = str(SCENARIOS / "seed-groupby-window.yaml")
+    r = CliRunner().invoke(app, ["replay", gw, "--substrate", "spark", "--partitions", "20"])
+    assert "note: --partitions 20 for 8 key groups: 12 partition(s) will get no rows" in r.stderr
+    r = CliRunner().invoke(app, ["replay", gw, "--substrate", "spark", "--partitions", "8"])
+    assert "note:" not in r.stderr, r.stderr
