@@ -152,7 +152,8 @@ def replay(
 def _replay_spark_cli(run: Any, show_progress: bool, sc: ScenarioFile, **kw: Any) -> Any:
     """A Spark replay with a progress bar (batches done of total, rate, time left) on a
     terminal."""
-    note_idle_partitions(sc, kw["partitions"])
+    if "partitions" in kw:  # the command passes it; a caller may leave the default
+        note_idle_partitions(sc, kw["partitions"])
     prog = progress(show_progress)
     if prog is None:
         return run(sc, **kw)
