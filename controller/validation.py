@@ -56,11 +56,11 @@ def file_kind(data: Any) -> str:
     return "unknown"
 
 
-KIND_USE = {
-    "scenario": "a scenario (trimtab replay and compare take it)",
-    "config": "a controller config (trimtab run --config takes it)",
-    "plan": "a plan (trimtab validate checks it)",
-    "calibration": "a calibration overlay (replay --calibration takes it)",
+KIND_USE = {  # each kind: what it is, and what takes it
+    "scenario": ("a scenario", "trimtab replay and compare take it"),
+    "config": ("a controller config", "trimtab run --config takes it"),
+    "plan": ("a plan", "trimtab validate checks it"),
+    "calibration": ("a calibration overlay", "replay --calibration takes it"),
 }
 
 
@@ -74,10 +74,10 @@ def other_kind(path: Path, want: str) -> str | None:
     kind = file_kind(data)
     if data is None or kind == want:
         return None
-    what = KIND_USE[want].split(" (")[0]
+    what = KIND_USE[want][0]
     if kind == "unknown":
         return f"not {what}, nor any other trimtab file{_seen(data)}"
-    return f"not {what}: it is {KIND_USE[kind]}"
+    return f"not {what}: it is {KIND_USE[kind][0]} ({KIND_USE[kind][1]})"
 
 
 _WHAT = {str: "plain text", list: "a list", int: "a number", float: "a number", bool: "a boolean"}

@@ -94,8 +94,11 @@ def _refuse_a_bad_start(settings: Any, source: str) -> None:
         fail(f"environment not ready: {(problems or [port_problem(settings)])[0]}", 3)
     if fenced := epoch_problem(settings):
         fail(f"environment not ready: {fenced}", 3)
-    for field, d in (("state_dir", settings.state_dir), ("decision_log", settings.decision_log)):
-        where = Path(d) if field == "state_dir" else Path(d).parent
+    dirs = (
+        ("state_dir", Path(settings.state_dir)),
+        ("decision_log", Path(settings.decision_log).parent),
+    )
+    for field, where in dirs:
         try:  # the check above trusts permissions, which a root user (or /proc) can outrun
             where.mkdir(parents=True, exist_ok=True)
         except OSError as e:

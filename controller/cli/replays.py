@@ -149,11 +149,13 @@ def replay(
     _finish(res, report, json_out, sc)
 
 
-def _replay_spark_cli(run: Any, show_progress: bool, sc: ScenarioFile, **kw: Any) -> Any:
+def _replay_spark_cli(
+    run: Any, show_progress: bool, sc: ScenarioFile, partitions: int = 2, **kw: Any
+) -> Any:
     """A Spark replay with a progress bar (batches done of total, rate, time left) on a
     terminal."""
-    if "partitions" in kw:  # the command passes it; a caller may leave the default
-        note_idle_partitions(sc, kw["partitions"])
+    note_idle_partitions(sc, partitions)
+    kw["partitions"] = partitions
     prog = progress(show_progress)
     if prog is None:
         return run(sc, **kw)
@@ -204,13 +206,17 @@ SPARK_ONLY = ("master", "batches", "partitioner", "partitions", "scale", "workdi
 SPARK_ONLY += ("warmup_batches", "keep_workdir")
 
 
+def _check_substrate(substrate: str) -> None:
+    if substrate not in ("sim", "spark"):
+        fail(f"--substrate: {substrate!r} is not a substrate (use 'sim' or 'spark')")
+
+
 def _check_substrate_flags(
     ctx: typer.Context, substrate: str, spark_only: tuple[str, ...] = SPARK_ONLY
 ) -> None:
     """Exit 2 naming a flag the chosen substrate would ignore: the Spark replay's on the
     simulator, ``--ticks`` on Spark (which replays ``--batches``)."""
-    if substrate not in ("sim", "spark"):
-        fail(f"--substrate: {substrate!r} is not a substrate (use 'sim' or 'spark')")
+    _check_substrate(substrate)
     for p in (*spark_only, "ticks"):
         if p not in ctx.params:
             continue
@@ -233,8 +239,7 @@ def _check_replay_flags(
 ) -> None:
     """Exit 2 naming the flag for a bad substrate, partitioner, input, report path or master
     (3 for a standalone master nothing listens at)."""
-    if substrate not in ("sim", "spark"):
-        fail(f"--substrate: {substrate!r} is not a substrate (use 'sim' or 'spark')")
+    _check_substrate(substrate)
     if substrate == "spark":
         check_master(master)
     if partitioner is not None and partitioner not in PARTITIONERS:
