@@ -88,6 +88,19 @@ app = typer.Typer(
 )
 err = Console(stderr=True)
 
+
+def show(renderable: Any) -> None:
+    """Print a table whole. Piped or redirected, it prints at its natural width (a console
+    that is not a terminal is 80 columns, which cut metric names and numbers to an
+    ellipsis: "3.179e-…"), unless ``COLUMNS`` sets a width; where the table is wider than
+    the width, cells fold onto a second line (the tables' columns fold rather than cut)."""
+    c = Console()
+    if not c.is_terminal and "COLUMNS" not in os.environ:  # a width the user set is kept
+        natural = Console(width=10_000).measure(renderable).maximum  # unclamped by 80
+        c = Console(width=max(c.width, natural))
+    c.print(renderable)
+
+
 SPARK_KEYS = (
     "batches",
     "batch_duration_p50",
@@ -268,9 +281,9 @@ def _fmt(v: Any) -> str:
 def table(rows: list[dict[str, Any]], keys: tuple[str, ...], label: str) -> Table:
     """Metrics down the side, one column per run (fits a terminal for several runs)."""
     t = Table(title=None)
-    t.add_column("metric")
+    t.add_column("metric", overflow="fold")
     for r in rows:
-        t.add_column(str(r.get(label, "")), justify="right")
+        t.add_column(str(r.get(label, "")), justify="right", overflow="fold")
     for k in keys:
         t.add_row(with_unit(k), *(_fmt(r.get(k, "")) for r in rows))
     return t
@@ -323,6 +336,8 @@ UNITS = {
     "predicted_live_batches": "batches",
     "wall_s": "s",
     "node_load_variance_mean": "cores²",
+    "node_mean_load_max": "cores",
+    "node_mean_load_min": "cores",
     "mean_pairwise_node_correlation": "-1..1",
     "migrations": "moves",
     "dropped_fraction": "0..1",

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from controller.cli.common import (
@@ -17,6 +16,7 @@ from controller.cli.common import (
     err,
     fail,
     print_json,
+    show,
 )
 from core.scenario import ScenarioError
 
@@ -166,6 +166,8 @@ def status_cmd(
         print_json(st)
         return
     t = Table(show_header=False)
+    t.add_column(no_wrap=True)
+    t.add_column(overflow="fold")
     for k in (
         "running",
         "role",
@@ -184,7 +186,7 @@ def status_cmd(
         "decision_log",
     ):
         t.add_row(k, json.dumps(st.get(k)) if isinstance(st.get(k), dict) else str(st.get(k)))
-    Console().print(t)
+    show(t)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -229,7 +231,9 @@ def decisions_cmd(
     t = Table(expand=True, title=f"decisions, {span} (UTC)")
     for c in ("time", "round", "kind", "plan", "applied", "round s"):
         t.add_column(c, no_wrap=True)
-    t.add_column("reason", ratio=1)  # the rest of the width: the reasons are what is read
+    t.add_column(
+        "reason", ratio=1, overflow="fold"
+    )  # the rest of the width: the reasons are what is read
     for r in rows:
         t.add_row(
             r["time"][11:19] if len(days) == 1 else r["time"][5:19].replace("T", " "),
@@ -240,7 +244,7 @@ def decisions_cmd(
             f"{r['duration_s']:.3f}",
             r["reason"],
         )
-    Console().print(t)
+    show(t)
 
 
 @app.command()

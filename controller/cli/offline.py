@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from controller.cli.common import (
@@ -18,6 +17,7 @@ from controller.cli.common import (
     names,
     out_file,
     print_json,
+    show,
     table,
 )
 
@@ -45,10 +45,14 @@ def place_cmd(
     if json_out:
         print_json(rows)
         return
-    Console().print(
+    for r in rows:  # the node mean loads, as their spread (the JSON lists each node's)
+        r["node_mean_load_max"] = max(r["node_mean_loads"])
+        r["node_mean_load_min"] = min(r["node_mean_loads"])
+    keys = ("feasible_set_ratio", "feasible_set_error", "min_plane_distance")
+    show(
         table(
             rows,
-            ("feasible_set_ratio", "feasible_set_error", "min_plane_distance", "inter_node_arcs"),
+            (*keys, "node_mean_load_max", "node_mean_load_min", "inter_node_arcs"),
             "algorithm",
         )
     )
@@ -82,7 +86,7 @@ def shed_cmd(
         return
     t = Table()
     for c in ("method", "keep", "weighted output", "node loads", "shadow prices", "solve ms"):
-        t.add_column(c)
+        t.add_column(c, overflow="fold")
     for x in rows:
         t.add_row(
             x["method"],
@@ -92,7 +96,7 @@ def shed_cmd(
             ", ".join(f"{k}={v:.3g}" for k, v in x["shadow_prices"].items()),
             f"{x['solve_time_s'] * 1000:.1f}",
         )
-    Console().print(t)
+    show(t)
 
 
 PARTITION_KEYS = (
@@ -169,7 +173,7 @@ def partition_cmd(
     if json_out:
         print_json(rows)
         return
-    Console().print(table(rows, PARTITION_KEYS, "partitioner"))
+    show(table(rows, PARTITION_KEYS, "partitioner"))
 
 
 @app.command("calibrate")

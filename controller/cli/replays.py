@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from controller.cli.common import (
     PREDICTED_KEYS,
@@ -24,6 +23,7 @@ from controller.cli.common import (
     note_idle_partitions,
     print_json,
     progress,
+    show,
     table,
     writable_dir,
 )
@@ -299,7 +299,7 @@ def _finish(res: Any, report: Path | None, json_out: bool, sc: ScenarioFile) -> 
         row = {**res.summary, "scenario": name}
         more = (*SPARK_KEYS, *PREDICTED_KEYS)  # a Spark run's figures, a calibrated prediction
         keys = SUMMARY_KEYS + tuple(k for k in more if k in res.summary)
-        Console().print(table([row], keys + adaptation_keys([row]), "scenario"))
+        show(table([row], keys + adaptation_keys([row]), "scenario"))
         if report is not None:
             err.print(f"report written to {report}/report.html")
     failed = unmet(checks)
@@ -368,14 +368,14 @@ def compare_cmd(
         dpc = DPC_KEYS if any("tentative_fraction" in r for r in rows) else ()
         t = table(rows, (*HA_KEYS, *dpc, "mean_latency", "throughput"), "ha")
         t.title = f"availability policies, placement {rows[0]['placement']}"
-        Console().print(t)
+        show(t)
     elif shedding is not None:
         for r in rows:
             r["method"] = f"{r['placement']} / {r['shedding']}"
         keys = ("weighted_throughput", *SUMMARY_KEYS)
-        Console().print(table(rows, keys + adaptation_keys(rows), "method"))
+        show(table(rows, keys + adaptation_keys(rows), "method"))
     else:
-        Console().print(table(rows, SUMMARY_KEYS + adaptation_keys(rows), "placement"))
+        show(table(rows, SUMMARY_KEYS + adaptation_keys(rows), "placement"))
 
 
 @app.command()
@@ -425,7 +425,7 @@ def demo(
             fail(str(e))
         keys = DEMO_KEYS
         best = runs[-1]
-    Console().print(table([r.summary for r in runs], keys, "run"))
+    show(table([r.summary for r in runs], keys, "run"))
     if substrate != "sim":
         h, t = runs[0].summary, runs[1].summary
         p50 = [

@@ -1,0 +1,59 @@
+"""Tables print whole where the user reads them: piped or redirected (a console that is not a
+terminal is 80 columns), a wide table is not cut to an ellipsis; names and numbers appear in
+full."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from controller.cli import app
+from controller.cli.common import _fmt
+from tests.conftest import SCENARIOS
+
+PLACEMENTS = "llf,random,correlation-oneway,correlation-twoway,correlation-selective,rod"
+
+
+@pytest.fixture(autouse=True)
+def _no_width_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)  # a width the user sets is kept (test_daemon)
+
+
+def cells(output: str) -> dict[str, list[str]]:
+    """A metrics-down-the-side table's rows: label -> its cells, one per column."""
+    rows = [ln.split("│") for ln in output.splitlines() if ln.startswith("│")]
+    return {r[1].strip(): [c.strip() for c in r[2:-1]] for r in rows}
+
+
+def test_a_wide_compare_table_is_not_cut_when_piped() -> None:
+    args = ["compare", str(SCENARIOS / "anticorrelated-diurnal.yaml"), "--seeds", "1"]
+    r = CliRunner().invoke(app, [*args, "--placement", PLACEMENTS])
+    assert r.exit_code == 0, r.output
+    assert "…" not in r.output, r.output
+    header = next(line for line in r.output.splitlines() if "metric" in line)
+    assert all(p in header for p in PLACEMENTS.split(",")), header  # one line, each name whole
+    rows = json.loads(CliRunner().invoke(app, [*args, "--placement", PLACEMENTS, "--json"]).output)
+    got = cells(r.output)["node_load_variance_mean (cores²)"]
+    assert got == [_fmt(x["node_load_variance_mean"]) for x in rows], got
+
+
+def test_place_shows_the_node_mean_loads_it_names() -> None:
+    args = ["place", str(SCENARIOS / "bursty-rod.yaml"), "--algorithm", "rod,llf,random"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0 and "…" not in r.output, r.output
+    rows = json.loads(CliRunner().invoke(app, [*args, "--json"]).output)
+    table = cells(r.output)
+    for key, agg in (("node_mean_load_max (cores)", max), ("node_mean_load_min (cores)", min)):
+        assert table[key] == [_fmt(agg(x["node_mean_loads"])) for x in rows], (key, table[key])
+
+
+def test_the_shed_table_keeps_every_location_when_piped() -> None:
+    args = ["shed", str(SCENARIOS / "overload-ramp.yaml"), "--peak", "--method", "lp,uniform"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0 and "…" not in r.output, r.output
+    rows = json.loads(CliRunner().invoke(app, [*args, "--json"]).output)
+    for x in rows:
+        for loc in x["keep"]:
+            assert f"{loc}=" in r.output, loc
