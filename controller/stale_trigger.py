@@ -5,7 +5,9 @@ global step the trigger remembers what it achieved on its window: the mean node-
 and the mean pairwise node-load correlation. It fires when, over ``rounds`` consecutive control
 rounds, the current window's variance exceeds ``factor`` x that (floored at ``var_floor``), its
 distance from perfect correlation, ``1 - corr``, exceeds ``factor`` x that (floored at
-``corr_floor``), or its overload (load above 0.9 of capacity,
+``corr_floor``; judged only where the node loads vary, their variance at least ``var_floor``:
+flat loads are the best a placement can give, and their correlation is noise, a constant
+series counting 0), or its overload (load above 0.9 of capacity,
 ``placement.migration_cost.overload``) exceeds ``factor`` x ``overload_floor``. Before any
 global step (another method made the initial placement) only the overload counts. Off
 (``enabled`` False), the single Borealis global step is all there is.
@@ -68,6 +70,16 @@ class StaleTrigger:
     >>> w.observe({"node_variance_mean": 3e-4, "node_correlation_mean": 0.5})
     'node-load variance 0.0003 > 2 x 0.0001 for 1 rounds'
 
+    Flat node loads (variance below the floor) are not stale, whatever their correlation, which
+    for a constant series is counted 0; loads that vary are judged by it:
+
+    >>> f = StaleTrigger(factor=2.0, rounds=1)
+    >>> f.rebase({"node_variance_mean": 1e-5, "node_correlation_mean": 1.0})
+    >>> f.observe({"node_variance_mean": 1e-32, "node_correlation_mean": 0.0}) is None
+    True
+    >>> f.observe({"node_variance_mean": 1.5e-4, "node_correlation_mean": 0.0})
+    'node-load correlation 0: 1 - corr > 2 x 0.05 for 1 rounds'
+
     Overload a global step left is no level to accept (migration-aware); without migration-aware
     moves it is the baseline:
 
@@ -126,7 +138,7 @@ class StaleTrigger:
             var, corr, var_limit, gap_limit = 0.0, 1.0, 1.0, 1.0
         if var > var_limit:
             why = f"node-load variance {var:.3g} > {self.factor:g} x {var_limit / self.factor:.3g}"
-        elif 1.0 - corr > gap_limit:
+        elif var >= self.var_floor and 1.0 - corr > gap_limit:  # flat loads: no correlation
             why = (
                 f"node-load correlation {corr:.3g}: 1 - corr > {self.factor:g} x "
                 f"{gap_limit / self.factor:.3g}"

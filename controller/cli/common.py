@@ -89,13 +89,14 @@ app = typer.Typer(
 err = Console(stderr=True)
 
 
-def show(renderable: Any) -> None:
-    """Print a table whole. Piped or redirected, it prints at its natural width (a console
-    that is not a terminal is 80 columns, which cut metric names and numbers to an
-    ellipsis: "3.179e-…"), unless ``COLUMNS`` sets a width; where the table is wider than
-    the width, cells fold onto a second line (the tables' columns fold rather than cut)."""
+def show(renderable: Any, widen: bool = True) -> None:
+    """Print a table whole. A console that is not a terminal (piped or redirected) is 80
+    columns, which cut names and numbers to an ellipsis ("3.179e-…"): a table of figures
+    (``widen``) prints there at its natural width, unless ``COLUMNS`` sets one. A table of
+    prose (decisions' reasons, status) keeps the width; its long cells fold onto more lines,
+    as every table's do where it is wider than the width (columns fold rather than cut)."""
     c = Console()
-    if not c.is_terminal and "COLUMNS" not in os.environ:  # a width the user set is kept
+    if widen and not c.is_terminal and "COLUMNS" not in os.environ:  # a width set is kept
         natural = Console(width=10_000).measure(renderable).maximum  # unclamped by 80
         c = Console(width=max(c.width, natural))
     c.print(renderable)

@@ -186,7 +186,7 @@ def status_cmd(
         "decision_log",
     ):
         t.add_row(k, json.dumps(st.get(k)) if isinstance(st.get(k), dict) else str(st.get(k)))
-    show(t)
+    show(t, widen=False)  # prose: folded to the width
 
 
 def _pid_alive(pid: int) -> bool:
@@ -244,7 +244,7 @@ def decisions_cmd(
             f"{r['duration_s']:.3f}",
             r["reason"],
         )
-    show(t)
+    show(t, widen=False)  # prose: folded to the width
 
 
 @app.command()

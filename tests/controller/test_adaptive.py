@@ -223,3 +223,15 @@ def test_units_without_load_keep_their_place_in_a_global_step() -> None:
     start = np.arange(ctx.units.m) % ctx.cluster.n
     plan = Correlation("twoway")._global(ctx, x, start)
     assert (plan[idle] == start[idle]).all() and (plan[~idle] != start[~idle]).any()
+
+
+def test_flat_node_loads_do_not_fire_the_trigger() -> None:
+    """After the global step on the stationary anticorrelated-diurnal, the nodes' loads are flat:
+    a constant series' correlation counts 0, which once fired the trigger on a perfect
+    placement; not migration-aware, every such firing re-placed (14 units moved after a
+    21-unit global step)."""
+    r = _replay("anticorrelated-diurnal", "correlation-oneway", migration_aware=False)
+    applied = [d for d in r.decisions if d.applied and d.kind.startswith("place")]
+    assert applied and applied[0].reason.startswith("global correlation"), applied
+    assert len(applied) == 1, [d.reason for d in applied]  # nothing moved after it
+    assert not any(d.reason.startswith("stale placement") for d in r.decisions)
