@@ -176,6 +176,48 @@ def test_every_config_error_names_key_and_value(tmp_path: Path, doc: dict, expec
     assert r.returncode == 2 and expected in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("TRIMTAB_CONTROL_INTERVAL_S", "two underscores (TRIMTAB_CONTROL__INTERVAL_S)"),
+        ("TRIMTAB_CONTROLL__INTERVAL_S", "no setting 'controll'"),
+        ("TRIMTAB_DECISIONLOG", "no setting 'decisionlog'"),
+    ],
+)
+def test_a_misspelt_environment_variable_is_refused_not_ignored(
+    tmp_path: Path, name: str, expected: str
+) -> None:
+    """The settings read only their own fields' names: a misspelt TRIMTAB_ variable set
+    nothing, and the daemon ran as if it were not there."""
+    f = tmp_path / "c.yaml"
+    f.write_text(yaml.safe_dump({"control": {"interval_s": 3}}))
+    env = {**os.environ, name: "7"}
+    for cmd in (["validate", str(f)], ["run", "--config", str(f)]):
+        r = subprocess.run([EXE, *cmd], capture_output=True, text=True, cwd=tmp_path, env=env)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1, (cmd, r.stderr)
+        assert f"environment {name}: not a setting" in lines[0] and expected in lines[0], lines
+    assert not (tmp_path / ".trimtab").exists()  # refused before anything was made
+
+
+def test_every_trimtab_variable_the_code_reads_is_a_setting_or_named() -> None:
+    """A TRIMTAB_ variable the code reads outside the settings must be in OTHER_ENV, or setting
+    it would stop the daemon as a misspelt setting."""
+    import re
+
+    from controller.config import env_problem
+
+    names = {
+        m
+        for d in ("controller", "spark_adapter", "core", "simulator")
+        for f in (ROOT / d).rglob("*.py")
+        if f.name != "config.py"  # its doctests spell names wrong on purpose
+        for m in re.findall(r"TRIMTAB_[A-Z][A-Z0-9_]*", f.read_text())
+    }
+    assert "TRIMTAB_EXECUTOR_SLOWDOWN" in names and "TRIMTAB_NO_PROGRESS" in names
+    assert [n for n in sorted(names) if env_problem({n: "1"}) is not None] == []
+
+
 def test_environment_overrides_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     f = tmp_path / "c.yaml"
     f.write_text(yaml.safe_dump({"control": {"interval_s": 3}, "metrics": {"port": 1234}}))
