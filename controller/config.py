@@ -332,10 +332,7 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
         return settings if path is None else _relative_to_file(settings, Path(path), raw, overrides)
     except ValidationError as e:
         problems = format_validation_error(e)
-        env = [_env_name(q) for q in problems if _env_name(q) in os.environ]
-        if env:  # the bad value came from the environment, not the file
-            raise ConfigError(f"environment {env[0]}", problems) from None
-        raise ConfigError(src, problems) from None
+        raise ConfigError(blame(problems, src), problems) from None
     finally:
         _YAML_PATH = None
 
@@ -418,6 +415,13 @@ def _relative_to_file(
     if sub:
         top["substrate"] = settings.substrate.model_copy(update=sub)
     return settings.model_copy(update=top)
+
+
+def blame(problems: list[str], source: str) -> str:
+    """Where the first problem's value came from: ``environment TRIMTAB_...`` when a
+    variable set it, else ``source`` (the file)."""
+    env = [_env_name(q) for q in problems if _env_name(q) in os.environ]
+    return f"environment {env[0]}" if env else source
 
 
 def _env_name(problem: str) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from controller.placement_params import placement_problem
 from controller.placements import PLACEMENTS
 from controller.settings import ControllerSettings
 from core.scenario import Scenario, load_model
@@ -77,6 +78,8 @@ class ScenarioFile(Scenario):
                     f"controller.placement.{field}: unknown method {name!r} "
                     f"(known: {', '.join(sorted(PLACEMENTS))})"
                 )
+        if (bad := placement_problem(p.method, p.initial, p.params, p.fixed)) is not None:
+            raise ValueError(f"controller.placement.{bad}")
         return self
 
     @model_validator(mode="after")

@@ -14,7 +14,15 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from controller.config import ConfigError, Settings, load_settings, log_problem, path_problems
+from controller.config import (
+    ConfigError,
+    Settings,
+    blame,
+    load_settings,
+    log_problem,
+    path_problems,
+)
+from controller.placement_params import placement_problem
 from controller.scenario import ScenarioFile, load_scenario
 from core.plans import Plan
 from core.scenario import format_validation_error
@@ -189,6 +197,26 @@ def epoch_problem(settings: Settings) -> str | None:
     )
 
 
+def placement_problems(settings: Settings) -> list[str]:
+    """The placement params or pins this config sets that the method it runs (its own, or its
+    scenario's) would ignore, one line (``placement_params``); reads only. What the scenario
+    sets is judged against the scenario's own method when the scenario is read."""
+    mine = settings.placement
+    params = mine.params if "params" in mine.model_fields_set else {}
+    pins = mine.fixed if "fixed" in mine.model_fields_set else {}
+    if (not params and not pins) or not Path(settings.substrate.scenario).is_file():
+        return []
+    try:
+        base = load_scenario(settings.substrate.scenario).controller.placement
+    except ValueError:  # the scenario's own problem: named on its own
+        return []
+    given = mine.model_fields_set
+    method = mine.method if "method" in given else base.method
+    initial = mine.initial if "initial" in given else base.initial
+    bad = placement_problem(method, initial, params, pins)
+    return [] if bad is None else [f"placement.{bad}"]
+
+
 def validate_file(path: Path, scenario: Path | None = None) -> str:
     """Load ``path`` as the kind it looks like; return the kind or raise its error. A plan is
     also checked against ``scenario`` when one is given."""
@@ -208,6 +236,8 @@ def validate_file(path: Path, scenario: Path | None = None) -> str:
                 raise ConfigError(str(path), problems)
     elif kind == "config":
         settings = load_settings(path)
+        if placed := placement_problems(settings):
+            raise ConfigError(blame(placed, str(path)), placed)
         problems = path_problems(settings) + pipeline_problems(settings)
         problems += [bad] if (bad := log_problem(settings)) else []
         if problems:

@@ -81,9 +81,11 @@ def run_cmd(
 def _refuse_a_bad_start(settings: Any, source: str) -> None:
     """Exit before the daemon starts: 2 for a bad setting, 3 for the environment (a path that
     cannot be made, a port taken, a pipeline whose plans are of a later epoch)."""
-    from controller.config import log_problem, path_problems, port_problem
-    from controller.validation import epoch_problem
+    from controller.config import blame, log_problem, path_problems, port_problem
+    from controller.validation import epoch_problem, placement_problems
 
+    if placed := placement_problems(settings):
+        fail(f"{blame(placed, source)}: {placed[0]}")
     problems = path_problems(settings)
     missing = [p for p in problems if p.startswith("substrate.")]
     if missing:

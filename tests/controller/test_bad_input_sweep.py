@@ -92,6 +92,29 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
 
     out = [
         # scenario files
+        (  # a parameter least-loaded does not read was ignored without a word
+            "scenario param of another method",
+            [
+                "validate",
+                sc(
+                    "t40",
+                    lambda d: d["controller"].update(
+                        placement={"method": "least-loaded", "params": {"stale_trigger": 0}}
+                    ),
+                ),
+            ],
+            2,
+            "controller.placement.params.stale_trigger: least-loaded reads no params",
+        ),
+        (  # pins with a method that ignores them
+            "scenario pins without fixed",
+            [
+                "validate",
+                sc("t41", lambda d: d["controller"]["placement"].__setitem__("method", "llf")),
+            ],
+            2,
+            "controller.placement.fixed: pins are placed by method 'fixed' alone (method is 'llf')",
+        ),
         ("scenario missing", ["validate", str(tmp / "nope.yaml")], 2, "nope.yaml"),
         ("yaml syntax", ["validate", str(tmp / "broken.yaml")], 2, "line"),
         (
@@ -344,6 +367,33 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             ["validate", cf("c2", lambda d: d["placement"].__setitem__("method", "magic"))],
             2,
             "magic",
+        ),
+        (  # a misspelt parameter was ignored, the method's default run
+            "config param misspelt",
+            [
+                "validate",
+                cf("c31", lambda d: d["placement"].update(params={"stale_trigerr": 0})),
+            ],
+            2,
+            "placement.params.stale_trigerr: not a parameter of correlation-oneway",
+        ),
+        (  # the config sets no method: the scenario's (fixed) reads no params
+            "config param of another method",
+            [
+                "validate",
+                cf(
+                    "c32",
+                    lambda d: d.update(placement={"params": {"search_rounds": 0}, "max_moves": 5}),
+                ),
+            ],
+            2,
+            "placement.params.search_rounds: fixed reads no params (search_rounds is a parameter of rod)",
+        ),
+        (
+            "config pins without fixed",
+            ["validate", cf("c33", lambda d: d["placement"].update(fixed={"a1": "A"}))],
+            2,
+            "placement.fixed: pins are placed by method 'fixed' alone (method is 'correlation-oneway')",
         ),
         (
             "config port range",

@@ -193,11 +193,40 @@ def test_a_misspelt_environment_variable_is_refused_not_ignored(
     f.write_text(yaml.safe_dump({"control": {"interval_s": 3}}))
     env = {**os.environ, name: "7"}
     for cmd in (["validate", str(f)], ["run", "--config", str(f)]):
-        r = subprocess.run([EXE, *cmd], capture_output=True, text=True, cwd=tmp_path, env=env)
+        r = subprocess.run(
+            [EXE, *cmd], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60
+        )
         lines = r.stderr.strip().splitlines()
         assert r.returncode == 2 and len(lines) == 1, (cmd, r.stderr)
         assert f"environment {name}: not a setting" in lines[0] and expected in lines[0], lines
     assert not (tmp_path / ".trimtab").exists()  # refused before anything was made
+
+
+@pytest.mark.parametrize(
+    ("placement", "expected"),
+    [
+        ({"params": {"stale_trigerr": 0}}, "placement.params.stale_trigerr: least-loaded reads no"),
+        ({"method": "rod", "fixed": {"c0_0": "n0"}}, "placement.fixed: pins are placed by"),
+    ],
+)
+def test_run_refuses_a_placement_setting_its_method_would_ignore(
+    tmp_path: Path, placement: dict, expected: str
+) -> None:
+    """The daemon ran with a misspelt parameter's default, or without the pins it was given;
+    now it stops before anything is made (the config's method, or its scenario's)."""
+    f = tmp_path / "c.yaml"
+    doc = {
+        "substrate": {"kind": "sim", "scenario": str(SCENARIOS / "anticorrelated-diurnal.yaml")},
+        "metrics": {"port": 0},
+        "placement": placement,
+    }
+    f.write_text(yaml.safe_dump(doc))
+    r = subprocess.run(
+        [EXE, "run", "--config", str(f)], capture_output=True, text=True, cwd=tmp_path, timeout=60
+    )
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and expected in lines[0], r.stderr
+    assert not (tmp_path / ".trimtab").exists()
 
 
 def test_every_trimtab_variable_the_code_reads_is_a_setting_or_named() -> None:
