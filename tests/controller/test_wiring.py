@@ -23,3 +23,18 @@ def test_key_group_loads_follow_the_declared_keys_through_a_chain() -> None:
     assert parse.size == 1  # one key group: its whole stream
     total = sc.operators[1].cost_us / sc.operators[0].cost_us
     assert np.isclose(count.sum() / parse.sum(), total)  # shares only split, never add load
+
+
+def test_every_param_a_method_reads_is_listed() -> None:
+    """placement_params.PARAMS is what validation accepts: a name a method reads but the list
+    lacks would be refused in every scenario that sets it."""
+    import re
+
+    from controller.placement_params import PARAMS
+    from tests.conftest import ROOT
+
+    read = set(
+        re.findall(r"params\.get\(\"(\w+)\"", (ROOT / "controller/placements.py").read_text())
+    )
+    listed = {p for ps in PARAMS.values() for p in ps}
+    assert read and read <= listed, read - listed
