@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from placement.correlation import CorrelationParams
 
-__all__ = ["PARAMS", "placement_problem"]
+__all__ = ["PARAMS", "pin_problem", "placement_problem"]
 
 CORRELATION_PARAMS = (
     *CorrelationParams.__dataclass_fields__,
@@ -50,4 +50,18 @@ def placement_problem(
         return f"params.{name}: not a parameter of {methods} (it reads {', '.join(sorted(takes))})"
     if pins and "fixed" not in used:
         return f"fixed: pins are placed by method 'fixed' alone (method is {method!r})"
+    return None
+
+
+def pin_problem(pins: Mapping[str, str], ops: set[str], nodes: set[str]) -> str | None:
+    """A pin (``fixed``: operator -> node) naming an operator or node the scenario lacks.
+
+    >>> pin_problem({"a": "n9"}, {"a"}, {"n0"})
+    "fixed.a: unknown node 'n9'"
+    """
+    for op, node in pins.items():
+        if op not in ops:
+            return f"fixed: unknown operator {op!r}"
+        if node not in nodes:
+            return f"fixed.{op}: unknown node {node!r}"
     return None

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from controller.placement_params import placement_problem
+from controller.placement_params import pin_problem, placement_problem
 from controller.placements import PLACEMENTS
 from controller.settings import ControllerSettings
 from core.scenario import Scenario, load_model
@@ -86,11 +86,8 @@ class ScenarioFile(Scenario):
     def _fixed_references(self) -> ScenarioFile:
         nodes = {n.id for n in self.cluster.nodes}
         ops = {o.id for o in self.operators}
-        for op, node in self.controller.placement.fixed.items():
-            if op not in ops:
-                raise ValueError(f"controller.placement.fixed: unknown operator {op!r}")
-            if node not in nodes:
-                raise ValueError(f"controller.placement.fixed.{op}: unknown node {node!r}")
+        if (bad := pin_problem(self.controller.placement.fixed, ops, nodes)) is not None:
+            raise ValueError(f"controller.placement.{bad}")
         return self
 
     @model_validator(mode="after")

@@ -22,7 +22,7 @@ from controller.config import (
     log_problem,
     path_problems,
 )
-from controller.placement_params import placement_problem
+from controller.placement_params import pin_problem, placement_problem
 from controller.scenario import ScenarioFile, load_scenario
 from core.plans import Plan
 from core.scenario import format_validation_error
@@ -207,13 +207,15 @@ def placement_problems(settings: Settings) -> list[str]:
     if (not params and not pins) or not Path(settings.substrate.scenario).is_file():
         return []
     try:
-        base = load_scenario(settings.substrate.scenario).controller.placement
+        sc = load_scenario(settings.substrate.scenario)
     except ValueError:  # the scenario's own problem: named on its own
         return []
-    given = mine.model_fields_set
+    base, given = sc.controller.placement, mine.model_fields_set
     method = mine.method if "method" in given else base.method
     initial = mine.initial if "initial" in given else base.initial
-    bad = placement_problem(method, initial, params, pins)
+    bad = placement_problem(method, initial, params, pins) or pin_problem(
+        pins, {o.id for o in sc.operators}, {n.id for n in sc.cluster.nodes}
+    )
     return [] if bad is None else [f"placement.{bad}"]
 
 

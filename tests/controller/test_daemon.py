@@ -207,6 +207,10 @@ def test_a_misspelt_environment_variable_is_refused_not_ignored(
     [
         ({"params": {"stale_trigerr": 0}}, "placement.params.stale_trigerr: least-loaded reads no"),
         ({"method": "rod", "fixed": {"c0_0": "n0"}}, "placement.fixed: pins are placed by"),
+        # a pin to a node the scenario lacks crashed the daemon ("tuple.index(x): x not in
+        # tuple"); one of an operator it lacks was ignored
+        ({"method": "fixed", "fixed": {"c0_0": "n99"}}, "placement.fixed.c0_0: unknown node"),
+        ({"method": "fixed", "fixed": {"nope": "n0"}}, "placement.fixed: unknown operator 'nope'"),
     ],
 )
 def test_run_refuses_a_placement_setting_its_method_would_ignore(
