@@ -179,11 +179,11 @@ class Settings(BaseSettings):
                 f"(got {self.substrate.kind!r})"
             )
         self._substrate_fields()
-        m = self.placement.method
-        if "method" in self.placement.model_fields_set and m not in PLACEMENTS:
-            raise ValueError(
-                f"placement.method: unknown method {m!r} (known: {', '.join(sorted(PLACEMENTS))})"
-            )
+        p = self.placement
+        for field, m in (("method", p.method), ("initial", p.initial)):
+            if field in p.model_fields_set and m is not None and m not in PLACEMENTS:
+                known = ", ".join(sorted(PLACEMENTS))
+                raise ValueError(f"placement.{field}: unknown method {m!r} (known: {known})")
         return self
 
     def _substrate_fields(self) -> None:

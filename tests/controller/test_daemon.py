@@ -152,6 +152,7 @@ def test_prometheus_endpoint_serves_metrics_on_loopback(tmp_path: Path) -> None:
         ({"control": {"blackout_windows_utc": ["25:00-26:00"]}}, "control.blackout_windows_utc"),
         ({"control": {"interval_s": 1, "misfire_grace_s": 5}}, "misfire_grace_s"),
         ({"placement": {"max_moves": -1}}, "placement.max_moves"),
+        ({"placement": {"initial": "bogus"}}, "placement.initial: unknown method 'bogus'"),
         ({"shedding": {"method": "magic"}}, "shedding.method"),
         ({"shedding": {"headroom": 1.5}}, "shedding.headroom"),
         (
