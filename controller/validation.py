@@ -197,26 +197,36 @@ def epoch_problem(settings: Settings) -> str | None:
     )
 
 
-def placement_problems(settings: Settings) -> list[str]:
-    """The placement params or pins this config sets that the method it runs (its own, or its
-    scenario's) would ignore, one line (``placement_params``); reads only. What the scenario
-    sets is judged against the scenario's own method when the scenario is read."""
-    mine = settings.placement
-    params = mine.params if "params" in mine.model_fields_set else {}
-    pins = mine.fixed if "fixed" in mine.model_fields_set else {}
-    if (not params and not pins) or not Path(settings.substrate.scenario).is_file():
+def scenario_problems(settings: Settings) -> list[str]:
+    """What this config sets that its scenario cannot take, one line; reads only. What the
+    scenario sets itself is judged when the scenario is read.
+
+    - placement params or pins the method it runs (its own, or its scenario's) would ignore
+      (``placement_params``), pins to operators or nodes the scenario lacks;
+    - scaling bounds above the scenario's node count.
+    """
+    if not Path(settings.substrate.scenario).is_file():
         return []
     try:
         sc = load_scenario(settings.substrate.scenario)
     except ValueError:  # the scenario's own problem: named on its own
         return []
-    base, given = sc.controller.placement, mine.model_fields_set
+    mine, given = settings.placement, settings.placement.model_fields_set
+    base = sc.controller.placement
+    params = mine.params if "params" in given else {}
+    pins = mine.fixed if "fixed" in given else {}
     method = mine.method if "method" in given else base.method
     initial = mine.initial if "initial" in given else base.initial
     bad = placement_problem(method, initial, params, pins) or pin_problem(
         pins, {o.id for o in sc.operators}, {n.id for n in sc.cluster.nodes}
     )
-    return [] if bad is None else [f"placement.{bad}"]
+    if bad is not None:
+        return [f"placement.{bad}"]
+    scaling, n = settings.controller_settings(sc.controller).scaling, len(sc.cluster.nodes)
+    for field, k in (("max_nodes", scaling.max_nodes), ("min_nodes", scaling.min_nodes)):
+        if "scaling" in settings.model_fields_set and scaling.enabled and k is not None and k > n:
+            return [f"scaling.{field}: {k} exceeds the scenario's cluster of {n} nodes"]
+    return []
 
 
 def validate_file(path: Path, scenario: Path | None = None) -> str:
@@ -238,7 +248,7 @@ def validate_file(path: Path, scenario: Path | None = None) -> str:
                 raise ConfigError(str(path), problems)
     elif kind == "config":
         settings = load_settings(path)
-        if placed := placement_problems(settings):
+        if placed := scenario_problems(settings):
             raise ConfigError(blame(placed, str(path)), placed)
         problems = path_problems(settings) + pipeline_problems(settings)
         problems += [bad] if (bad := log_problem(settings)) else []

@@ -82,9 +82,9 @@ def _refuse_a_bad_start(settings: Any, source: str) -> None:
     """Exit before the daemon starts: 2 for a bad setting, 3 for the environment (a path that
     cannot be made, a port taken, a pipeline whose plans are of a later epoch)."""
     from controller.config import blame, log_problem, path_problems, port_problem
-    from controller.validation import epoch_problem, placement_problems
+    from controller.validation import epoch_problem, scenario_problems
 
-    if placed := placement_problems(settings):
+    if placed := scenario_problems(settings):
         fail(f"{blame(placed, source)}: {placed[0]}")
     problems = path_problems(settings)
     missing = [p for p in problems if p.startswith("substrate.")]

@@ -219,19 +219,28 @@ def test_run_refuses_a_placement_setting_its_method_would_ignore(
 ) -> None:
     """The daemon ran with a misspelt parameter's default, or without the pins it was given;
     now it stops before anything is made (the config's method, or its scenario's)."""
+    _refused_at_validate_and_run(tmp_path, {"placement": placement}, expected)
+
+
+def _refused_at_validate_and_run(tmp_path: Path, doc: dict, expected: str) -> None:
     f = tmp_path / "c.yaml"
-    doc = {
-        "substrate": {"kind": "sim", "scenario": str(SCENARIOS / "anticorrelated-diurnal.yaml")},
-        "metrics": {"port": 0},
-        "placement": placement,
-    }
-    f.write_text(yaml.safe_dump(doc))
-    r = subprocess.run(
-        [EXE, "run", "--config", str(f)], capture_output=True, text=True, cwd=tmp_path, timeout=60
-    )
-    lines = r.stderr.strip().splitlines()
-    assert r.returncode == 2 and len(lines) == 1 and expected in lines[0], r.stderr
+    sub = {"kind": "sim", "scenario": str(SCENARIOS / "anticorrelated-diurnal.yaml")}
+    f.write_text(yaml.safe_dump({"substrate": sub, "metrics": {"port": 0}, **doc}))
+    for cmd in (["validate", str(f)], ["run", "--config", str(f)]):
+        r = subprocess.run([EXE, *cmd], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1, (cmd, r.stderr)
+        assert lines[0].startswith(f"error: {f}: ") and expected in lines[0], (cmd, lines)
     assert not (tmp_path / ".trimtab").exists()
+
+
+def test_scaling_bounds_above_the_scenarios_nodes_are_refused_at_validate(tmp_path: Path) -> None:
+    """validate said ok and run refused (without naming the file)."""
+    _refused_at_validate_and_run(
+        tmp_path,
+        {"scaling": {"enabled": True, "max_nodes": 12}},
+        "scaling.max_nodes: 12 exceeds the scenario's cluster of 8 nodes",
+    )
 
 
 def test_every_trimtab_variable_the_code_reads_is_a_setting_or_named() -> None:
