@@ -203,7 +203,8 @@ def scenario_problems(settings: Settings) -> list[str]:
 
     - placement params or pins the method it runs (its own, or its scenario's) would ignore
       (``placement_params``), pins to operators or nodes the scenario lacks;
-    - scaling bounds above the scenario's node count.
+    - whatever the policy the daemon builds from the config over its scenario refuses
+      (scaling bounds above the scenario's node count, ...).
     """
     if not Path(settings.substrate.scenario).is_file():
         return []
@@ -222,10 +223,13 @@ def scenario_problems(settings: Settings) -> list[str]:
     )
     if bad is not None:
         return [f"placement.{bad}"]
-    scaling, n = settings.controller_settings(sc.controller).scaling, len(sc.cluster.nodes)
-    for field, k in (("max_nodes", scaling.max_nodes), ("min_nodes", scaling.min_nodes)):
-        if "scaling" in settings.model_fields_set and scaling.enabled and k is not None and k > n:
-            return [f"scaling.{field}: {k} exceeds the scenario's cluster of {n} nodes"]
+    from controller.wiring import make_policy
+
+    merged = settings.controller_settings(sc.controller)
+    try:  # the policy the daemon builds (scaling bounds, ...): what it refuses, named here
+        make_policy(sc.model_copy(update={"controller": merged}))
+    except ValueError as e:
+        return [str(e)]
     return []
 
 

@@ -239,7 +239,7 @@ def test_scaling_bounds_above_the_scenarios_nodes_are_refused_at_validate(tmp_pa
     _refused_at_validate_and_run(
         tmp_path,
         {"scaling": {"enabled": True, "max_nodes": 12}},
-        "scaling.max_nodes: 12 exceeds the scenario's cluster of 8 nodes",
+        "scaling.max_nodes: 12 exceeds the cluster's 8 nodes",
     )
 
 
