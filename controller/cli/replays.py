@@ -116,8 +116,7 @@ def replay(
     Example: trimtab replay scenarios/anticorrelated-diurnal.yaml --json
     """
     sc = load(scenario)
-    _check_replay_flags(substrate, partitioner, input_dir, report, master)
-    _check_substrate_flags(ctx, substrate)
+    _check_replay_flags(ctx, substrate, partitioner, input_dir, report, master)
     overlay = None
     if calibration is not None:
         sc, overlay = _calibrated(sc, calibration, substrate)
@@ -215,10 +214,11 @@ def _check_substrate_flags(
     ctx: typer.Context, substrate: str, spark_only: tuple[str, ...] = SPARK_ONLY
 ) -> None:
     """Exit 2 naming a flag the chosen substrate would ignore: the Spark replay's on the
-    simulator, ``--ticks`` on Spark (which replays ``--batches``)."""
+    simulator, ``--ticks`` on Spark (which replays ``--batches``), and with ``--input`` (the
+    imported events are the input) the generated input's ``--batches``, ``--scale``, ``--seed``."""
     _check_substrate(substrate)
-    for p in (*spark_only, "ticks"):
-        if p not in ctx.params:
+    for p in (*spark_only, "ticks", "seed"):
+        if p not in ctx.params or (p == "seed" and ctx.params.get("input_dir") is None):
             continue
         source = ctx.get_parameter_source(p)  # typer's own click: compared by name
         if source is None or source.name not in ("COMMANDLINE", "ENVIRONMENT"):
@@ -228,9 +228,12 @@ def _check_substrate_flags(
             fail(f"{flag}: a Spark replay's option (add --substrate spark)")
         if substrate == "spark" and p == "ticks":
             fail(f"{flag}: the simulator's option (a Spark replay runs --batches)")
+        if ctx.params.get("input_dir") is not None and p in ("batches", "scale", "seed"):
+            fail(f"{flag}: shapes a generated input; --input replays the imported events")
 
 
 def _check_replay_flags(
+    ctx: typer.Context,
     substrate: str,
     partitioner: str | None,
     input_dir: Path | None,
@@ -238,7 +241,7 @@ def _check_replay_flags(
     master: str,
 ) -> None:
     """Exit 2 naming the flag for a bad substrate, partitioner, input, report path or master
-    (3 for a standalone master nothing listens at)."""
+    (3 for a standalone master nothing listens at), or one that would be ignored."""
     _check_substrate(substrate)
     if substrate == "spark":
         check_master(master)
@@ -248,7 +251,8 @@ def _check_replay_flags(
         fail("--input: imported events replay on Spark only (add --substrate spark)")
     if input_dir is not None and not input_dir.is_dir():
         fail(f"--input: {input_dir} is not a directory")
-    if input_dir is not None:
+    _check_substrate_flags(ctx, substrate)
+    if input_dir is not None:  # its segments read once the flags are known to apply
         check_input_log(input_dir, "--input")
     if report is not None:
         writable_dir(report, "--report")

@@ -511,6 +511,18 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "--input",
         ),
+        (  # the imported events are the input: --batches, --scale and --seed were ignored
+            "replay input with batches",
+            ["replay", good, "--substrate", "spark", "--input", str(torn), "--batches", "3"],
+            2,
+            "--batches: shapes a generated input; --input replays the imported events",
+        ),
+        (
+            "replay input with seed",
+            ["replay", good, "--substrate", "spark", "--input", str(torn), "--seed", "3"],
+            2,
+            "--seed: shapes a generated input",
+        ),
         (
             "replay input torn segment",
             ["replay", good, "--substrate", "spark", "--input", str(torn)],
