@@ -48,16 +48,18 @@ class OneLineErrors(TyperGroup):
     an unexpected exception as one line with exit 1 unless ``--debug`` asks for the traceback."""
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
-        argv = list(kwargs.pop("args", None) or (args[0] if args else sys.argv[1:]))
+        given = kwargs.pop("args", None)  # [] is no arguments, not "read sys.argv"
+        argv = list(given if given is not None else (args[0] if args else sys.argv[1:]))
         debug = "--debug" in argv
         argv = [a for a in argv if a != "--debug"]
         kwargs.pop("standalone_mode", None)
         try:
             rv = super().main(argv, *args[1:], standalone_mode=False, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as e:  # no arguments: the help, as --help
+            print(e.ctx.get_help() if e.ctx else e.format_message())
+            sys.exit(2)
         except click.exceptions.UsageError as e:
             msg = " ".join(e.format_message().split())
-            if not msg:  # no arguments: the help was printed
-                sys.exit(2)
             where = f"{e.ctx.command_path.split(' ', 1)[-1]}: " if e.ctx and e.ctx.parent else ""
             print(f"error: {where}{msg}", file=sys.stderr)
             sys.exit(2)
@@ -81,6 +83,8 @@ class OneLineErrors(TyperGroup):
 
 app = typer.Typer(
     cls=OneLineErrors,
+    rich_markup_mode=None,  # click's plain help: wraps to the terminal, never cuts an option
+    context_settings={"max_content_width": 120},
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
