@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from controller.scenario import ScenarioFile
 from controller.spark_view import spark_view
 from core.batch_model import BatchModel, Warmup
+from core.files import text_problem
 from core.workload import rates
 from spark_adapter.batchstats import BatchStats, read_batch_stats
 
@@ -239,6 +240,8 @@ def load_overlay(path: Path) -> CalibrationOverlay:
     import yaml
     from pydantic import ValidationError
 
+    if (problem := text_problem(path)) is not None:
+        raise ValueError(f"{path}: {problem}")
     try:
         doc = yaml.safe_load(path.read_text())
     except OSError as e:

@@ -37,7 +37,7 @@ from controller.settings import (
     SheddingSettings,
     overlay,
 )
-from core.files import file_problem
+from core.files import text_problem
 from core.scenario import format_validation_error, yaml_problem
 
 __all__ = [
@@ -316,7 +316,7 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     if path is not None:
         p = Path(path)
         src = str(p)
-        if (problem := file_problem(p)) is not None:
+        if (problem := text_problem(p)) is not None:
             raise ConfigError(src, [problem])
         try:
             raw = yaml.safe_load(p.read_text())

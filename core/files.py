@@ -6,9 +6,31 @@ from pathlib import Path
 
 
 def file_problem(path: Path) -> str | None:
-    """Why ``path`` is not a file to read (missing, or a directory), or None when it is one."""
+    """Why ``path`` is not a file to read (missing, a directory, a device or pipe), or None
+    when it is one."""
     if path.is_file():
         return None
     if path.is_dir():
         return f"{path} is a directory, not a file"
+    if path.exists():
+        return f"{path} is not a regular file"
     return f"file not found: {path}"
+
+
+def text_problem(path: Path) -> str | None:
+    """``file_problem``, or a file that is not UTF-8 text (a binary given for a YAML file).
+
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile(suffix=".yaml") as f:
+    ...     _ = f.write(b"name: \\xf0\\x28")
+    ...     f.flush()
+    ...     text_problem(Path(f.name))
+    'not a UTF-8 text file (byte 6 is not UTF-8)'
+    """
+    if (problem := file_problem(path)) is not None:
+        return problem
+    try:
+        path.read_text()
+    except UnicodeDecodeError as e:
+        return f"not a UTF-8 text file (byte {e.start} is not UTF-8)"
+    return None

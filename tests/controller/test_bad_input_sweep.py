@@ -52,6 +52,7 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
     (tmp / "header.csv").write_text("a,b\n0,1\n10,2\n")
     (tmp / "broken.yaml").write_text("name: x\nstreams: [a, b\n  - c: 1\n")
     (tmp / "plan.json").write_text("{not json")
+    (tmp / "binary.yaml").write_bytes(b"name: \xf0\x28\x8c\x28\n")  # not UTF-8: exited 1
     (tmp / "keys-only.csv").write_text("key\n1\n2\n")
     (tmp / "neg.csv").write_text("ts,key\n0,1\n1,-2\n")
     (tmp / "nokey.csv").write_text("ts,k\n0,1\n")
@@ -117,6 +118,15 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
         ),
         ("scenario missing", ["validate", str(tmp / "nope.yaml")], 2, "nope.yaml"),
         ("yaml syntax", ["validate", str(tmp / "broken.yaml")], 2, "line"),
+        ("binary validate", ["validate", str(tmp / "binary.yaml")], 2, "not a UTF-8 text file"),
+        ("binary replay", ["replay", str(tmp / "binary.yaml")], 2, "not a UTF-8 text file"),
+        (
+            "binary config",
+            ["run", "--config", str(tmp / "binary.yaml")],
+            2,
+            "binary.yaml: not a UTF-8 text file (byte 6 is not UTF-8)",
+        ),
+        ("device scenario", ["replay", "/dev/null"], 2, "/dev/null is not a regular file"),
         (
             "wrong type",
             ["validate", sc("t1", lambda d: d.__setitem__("duration_s", "abc"))],
