@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from controller.scenario import ScenarioFile
 from controller.spark_view import spark_view
 from core.batch_model import BatchModel, Warmup
-from core.files import text_problem
+from core.files import read_text
 from core.workload import rates
 from spark_adapter.batchstats import BatchStats, read_batch_stats
 
@@ -240,10 +240,11 @@ def load_overlay(path: Path) -> CalibrationOverlay:
     import yaml
     from pydantic import ValidationError
 
-    if (problem := text_problem(path)) is not None:
-        raise ValueError(f"{path}: {problem}")
     try:
-        doc = yaml.safe_load(path.read_text())
+        text, problem = read_text(path)
+        if problem is not None:
+            raise ValueError(f"{path}: {problem}")
+        doc = yaml.safe_load(text or "")
     except OSError as e:
         raise ValueError(f"{path}: {(e.strerror or str(e)).lower()}") from None
     except yaml.YAMLError as e:

@@ -28,7 +28,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from controller.placements import PLACEMENTS
+from controller.placement_params import method_problem
 from controller.settings import (
     ControllerSettings,
     HASettings,
@@ -37,7 +37,7 @@ from controller.settings import (
     SheddingSettings,
     overlay,
 )
-from core.files import text_problem
+from core.files import read_text
 from core.scenario import format_validation_error, yaml_problem
 
 __all__ = [
@@ -179,11 +179,10 @@ class Settings(BaseSettings):
                 f"(got {self.substrate.kind!r})"
             )
         self._substrate_fields()
-        p = self.placement
-        for field, m in (("method", p.method), ("initial", p.initial)):
-            if field in p.model_fields_set and m is not None and m not in PLACEMENTS:
-                known = ", ".join(sorted(PLACEMENTS))
-                raise ValueError(f"placement.{field}: unknown method {m!r} (known: {known})")
+        p = self.placement  # the names this config sets (else the scenario's, checked there)
+        given = {f: getattr(p, f) for f in ("method", "initial") if f in p.model_fields_set}
+        if (bad := method_problem(given)) is not None:
+            raise ValueError(f"placement.{bad}")
         return self
 
     def _substrate_fields(self) -> None:
@@ -316,10 +315,11 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     if path is not None:
         p = Path(path)
         src = str(p)
-        if (problem := text_problem(p)) is not None:
+        text, problem = read_text(p)
+        if problem is not None:
             raise ConfigError(src, [problem])
         try:
-            raw = yaml.safe_load(p.read_text())
+            raw = yaml.safe_load(text or "")
         except yaml.YAMLError as e:
             raise ConfigError(src, [f"not valid YAML: {yaml_problem(e)}"]) from None
         if raw is not None and not isinstance(raw, dict):
@@ -353,6 +353,11 @@ def env_problem(environ: Mapping[str, str]) -> tuple[str, str] | None:
     "not a setting: no setting 'controll'"
     """
     fields = set(Settings.model_fields)
+    sections = sorted(
+        f
+        for f, info in Settings.model_fields.items()
+        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
+    )
     for name in sorted(environ):
         if not name.startswith("TRIMTAB_") or name in OTHER_ENV:
             continue
@@ -360,11 +365,6 @@ def env_problem(environ: Mapping[str, str]) -> tuple[str, str] | None:
         head = rest.split("__", 1)[0]
         if head in fields:
             continue
-        sections = sorted(
-            f
-            for f, info in Settings.model_fields.items()
-            if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
-        )
         section = next((f for f in sections if head.startswith(f + "_")), None)
         if section is not None:
             fixed = "TRIMTAB_" + (section + "__" + rest[len(section) + 1 :]).upper()

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from controller.placements import PLACEMENTS
 from placement.correlation import CorrelationParams
 
-__all__ = ["PARAMS", "pin_problem", "placement_problem"]
+__all__ = ["PARAMS", "method_problem", "pin_problem", "placement_problem"]
 
 CORRELATION_PARAMS = (
     *CorrelationParams.__dataclass_fields__,
@@ -22,6 +23,18 @@ PARAMS: dict[str, tuple[str, ...]] = {
     **{f"correlation-{m}": CORRELATION_PARAMS for m in ("oneway", "twoway", "selective")},
 }
 """The ``params`` each method reads (a method not listed takes none)."""
+
+
+def method_problem(names: Mapping[str, str | None]) -> str | None:
+    """A method name (``method``, ``initial``) that is not a placement method.
+
+    >>> method_problem({"method": "llf", "initial": "bogus"}).split(" (")[0]
+    "initial: unknown method 'bogus'"
+    """
+    for field, name in names.items():
+        if name is not None and name not in PLACEMENTS:
+            return f"{field}: unknown method {name!r} (known: {', '.join(sorted(PLACEMENTS))})"
+    return None
 
 
 def placement_problem(

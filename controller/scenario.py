@@ -13,8 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from controller.placement_params import pin_problem, placement_problem
-from controller.placements import PLACEMENTS
+from controller.placement_params import method_problem, pin_problem, placement_problem
 from controller.settings import ControllerSettings
 from core.scenario import Scenario, load_model
 
@@ -72,13 +71,10 @@ class ScenarioFile(Scenario):
     @model_validator(mode="after")
     def _known_methods(self) -> ScenarioFile:
         p = self.controller.placement
-        for field, name in (("method", p.method), ("initial", p.initial)):
-            if name is not None and name not in PLACEMENTS:
-                raise ValueError(
-                    f"controller.placement.{field}: unknown method {name!r} "
-                    f"(known: {', '.join(sorted(PLACEMENTS))})"
-                )
-        if (bad := placement_problem(p.method, p.initial, p.params, p.fixed)) is not None:
+        bad = method_problem({"method": p.method, "initial": p.initial}) or placement_problem(
+            p.method, p.initial, p.params, p.fixed
+        )
+        if bad is not None:
             raise ValueError(f"controller.placement.{bad}")
         return self
 

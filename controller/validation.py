@@ -24,7 +24,7 @@ from controller.config import (
 )
 from controller.placement_params import pin_problem, placement_problem
 from controller.scenario import ScenarioFile, load_scenario
-from core.files import text_problem
+from core.files import read_text
 from core.plans import Plan
 from core.scenario import format_validation_error
 
@@ -237,10 +237,11 @@ def scenario_problems(settings: Settings) -> list[str]:
 def validate_file(path: Path, scenario: Path | None = None) -> str:
     """Load ``path`` as the kind it looks like; return the kind or raise its error. A plan is
     also checked against ``scenario`` when one is given."""
-    if path.is_file() and (problem := text_problem(path)) is not None:
+    text, problem = read_text(path) if path.is_file() else (None, None)
+    if problem is not None:
         raise ConfigError(str(path), [problem])
     try:
-        data = yaml.safe_load(path.read_text()) if path.is_file() else None
+        data = yaml.safe_load(text) if text is not None else None
     except yaml.YAMLError:
         data = None  # the scenario loader reports the YAML error with its position
     kind = file_kind(data)

@@ -17,20 +17,20 @@ def file_problem(path: Path) -> str | None:
     return f"file not found: {path}"
 
 
-def text_problem(path: Path) -> str | None:
-    """``file_problem``, or a file that is not UTF-8 text (a binary given for a YAML file).
+def read_text(path: Path) -> tuple[str | None, str | None]:
+    """The file's text and None, or None and why it is not a text file to read:
+    ``file_problem``, or not UTF-8 (a binary given for a YAML file). The file is read once.
 
     >>> import tempfile
     >>> with tempfile.NamedTemporaryFile(suffix=".yaml") as f:
     ...     _ = f.write(b"name: \\xf0\\x28")
     ...     f.flush()
-    ...     text_problem(Path(f.name))
-    'not a UTF-8 text file (byte 6 is not UTF-8)'
+    ...     read_text(Path(f.name))
+    (None, 'not a UTF-8 text file (byte 6 is not UTF-8)')
     """
     if (problem := file_problem(path)) is not None:
-        return problem
+        return None, problem
     try:
-        path.read_text()
+        return path.read_text(), None
     except UnicodeDecodeError as e:
-        return f"not a UTF-8 text file (byte {e.start} is not UTF-8)"
-    return None
+        return None, f"not a UTF-8 text file (byte {e.start} is not UTF-8)"

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from core.batch_model import BatchModel
 from core.cluster import Cluster, Node
-from core.files import text_problem
+from core.files import read_text
 from core.rates import (
     RATE_KINDS,
     PiecewiseRate,
@@ -408,10 +408,11 @@ def load_model(path: str | Path, model: type[M], overrides: dict[str, Any] | Non
         when the file is missing, unparsable, or invalid; each problem names its field.
     """
     p = Path(path)
-    if (problem := text_problem(p)) is not None:
+    text, problem = read_text(p)
+    if problem is not None:
         raise ScenarioError(str(p), [problem])
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.safe_load(text or "")
     except yaml.YAMLError as e:
         raise ScenarioError(str(p), [f"not valid YAML: {yaml_problem(e)}"]) from None
     if not isinstance(data, dict):

@@ -233,9 +233,8 @@ def decisions_cmd(
     t = Table(expand=True, title=f"decisions, {span} (UTC)")
     for c in ("time", "round", "kind", "plan", "applied", "round s"):
         t.add_column(c, no_wrap=True)
-    t.add_column(
-        "reason", ratio=1, overflow="fold"
-    )  # the rest of the width: the reasons are what is read
+    # the rest of the width: the reasons are what is read
+    t.add_column("reason", ratio=1, overflow="fold")
     for r in rows:
         t.add_row(
             r["time"][11:19] if len(days) == 1 else r["time"][5:19].replace("T", " "),
