@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -23,8 +24,17 @@ from pathlib import Path
 from typing import Any
 
 from spark_adapter.pids import process_start, same_process
+from spark_adapter.session import STANDALONE_EXECUTOR_MEMORY
 
-__all__ = ["ClusterState", "cluster_down", "cluster_status", "cluster_up", "spark_home"]
+__all__ = [
+    "ClusterState",
+    "cluster_down",
+    "cluster_status",
+    "cluster_up",
+    "machine_memory",
+    "spark_home",
+    "worker_memory_problem",
+]
 
 LOOPBACK = "127.0.0.1"
 
@@ -34,6 +44,58 @@ def spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).parent
+
+
+_MEMORY = re.compile(r"([1-9][0-9]*)([kmgt]?)b?", re.IGNORECASE)
+_UNIT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def _bytes(size: str) -> int:
+    m = _MEMORY.fullmatch(size)
+    assert m is not None
+    return int(m[1]) * _UNIT[m[2].lower()]
+
+
+def machine_memory() -> int:
+    """This machine's physical memory, bytes."""
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def worker_memory_problem(memory: str, workers: int, machine: int) -> str | None:
+    """Why ``workers`` standalone workers of ``memory`` each are not a cluster trimtab runs
+    on (None: they are), ``machine`` being this machine's memory in bytes. Spark reads a size
+    with no unit as bytes; a worker with less than a trimtab executor asks for
+    (``STANDALONE_EXECUTOR_MEMORY``) starts but never runs one, and the workers together must
+    fit the machine.
+
+    >>> gib = 1 << 30
+    >>> worker_memory_problem("1g", 2, 24 * gib) is None
+    True
+    >>> worker_memory_problem("1.5g", 2, 24 * gib)
+    "'1.5g' is not a worker memory size like 512m or 2g"
+    >>> worker_memory_problem("1024", 2, 24 * gib)
+    "'1024' has no unit, which Spark reads as bytes: write 1024m for MiB"
+    >>> worker_memory_problem("256m", 2, 24 * gib)
+    '256m is less than the 512m a trimtab executor asks for: at least 512m'
+    >>> worker_memory_problem("16g", 2, 24 * gib)
+    "2 workers x 16g = 32.0 GiB is more than this machine's 24.0 GiB"
+    """
+    m = _MEMORY.fullmatch(memory)
+    if m is None:
+        return f"{memory!r} is not a worker memory size like 512m or 2g"
+    if not m[2]:
+        return f"{memory!r} has no unit, which Spark reads as bytes: write {memory}m for MiB"
+    need = STANDALONE_EXECUTOR_MEMORY
+    if _bytes(memory) < _bytes(need):
+        return f"{memory} is less than the {need} a trimtab executor asks for: at least {need}"
+    total = workers * _bytes(memory)
+    if total > machine:
+        gib = 1 << 30
+        return (
+            f"{workers} workers x {memory} = {total / gib:.1f} GiB is more than this "
+            f"machine's {machine / gib:.1f} GiB"
+        )
+    return None
 
 
 def _free_port() -> int:
@@ -95,13 +157,32 @@ def _start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
     )
 
 
+def _log_reason(log: Path) -> str | None:
+    """The last exception a JVM's log names (``java.lang.X: why``), if any.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     f = Path(d) / "w.log"
+    ...     _ = f.write_text("INFO up\\njava.lang.IllegalStateException: Memory is below 1MB\\n\\tat x\\n")
+    ...     _log_reason(f)
+    'java.lang.IllegalStateException: Memory is below 1MB'
+    """
+    lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+    found = [ln.strip() for ln in lines if re.match(r"\s*[\w.$]+(Exception|Error): ", ln)]
+    return found[-1] if found else None
+
+
 def _wait_for(log: Path, text: str, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if log.exists() and text in log.read_text(errors="replace"):
             return
         if proc.poll() is not None:
-            raise RuntimeError(f"{log.name}: process exited ({proc.returncode}) before '{text}'")
+            why = _log_reason(log)
+            raise RuntimeError(
+                f"{log.name}: process exited ({proc.returncode}) before '{text}'"
+                + (f": {why}" if why else "")
+            )
         time.sleep(0.2)
     raise TimeoutError(f"{log.name}: no '{text}' within {timeout_s} s")
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Annotated
 
@@ -273,12 +272,18 @@ def cluster_cmd(
 
     Example: trimtab cluster up --workers 2 --cores 1; trimtab cluster down
     """
-    from spark_adapter.cluster import cluster_down, cluster_status, cluster_up
+    from spark_adapter.cluster import (
+        cluster_down,
+        cluster_status,
+        cluster_up,
+        machine_memory,
+        worker_memory_problem,
+    )
 
     state_file = state_dir / "cluster.json"
     if action == "up":
-        if not re.fullmatch(r"[1-9][0-9]*([kKmMgGtT][bB]?)?", memory):  # Spark: MiB unless a unit
-            fail(f"--memory: {memory!r} is not a worker memory size like 512m or 2g")
+        if problem := worker_memory_problem(memory, workers, machine_memory()):
+            fail(f"--memory: {problem}")
         try:
             st = cluster_up(state_file, workers, cores, memory)
         except (RuntimeError, TimeoutError) as e:

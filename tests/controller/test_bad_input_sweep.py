@@ -362,6 +362,24 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "--memory: '1.5g'",
         ),
+        (  # Spark reads it as 512 bytes: the workers died at start
+            "cluster memory without a unit",
+            ["cluster", "up", "--memory", "512", "--state-dir", str(tmp / "cl")],
+            2,
+            "--memory: '512' has no unit",
+        ),
+        (  # the workers started, and no replay ever got an executor on them
+            "cluster memory below an executor's",
+            ["cluster", "up", "--memory", "256m", "--state-dir", str(tmp / "cl")],
+            2,
+            "--memory: 256m is less than the 512m",
+        ),
+        (
+            "cluster memory beyond the machine",
+            ["cluster", "up", "--memory", "4t", "--state-dir", str(tmp / "cl")],
+            2,
+            "--memory: 2 workers x 4t = 8192.0 GiB is more than this machine's",
+        ),
         # config files
         (
             "config scenario missing",
@@ -808,7 +826,13 @@ def test_bad_input_sweep(tmp_path: Path, busy_port: int) -> None:
     assert len(table) >= 40
     failures = []
     for name, argv, code, needle in table:
-        r = runner.invoke(app, argv)
+        try:
+            r = runner.invoke(app, argv)
+        finally:  # a regressed check must not leave a started cluster running
+            if (tmp_path / "cl" / "cluster.json").exists():
+                from spark_adapter.cluster import cluster_down
+
+                cluster_down(tmp_path / "cl" / "cluster.json")
         err = r.stderr.strip()
         problems = []
         if r.exception is not None and not isinstance(r.exception, SystemExit):
@@ -827,6 +851,7 @@ def test_bad_input_sweep(tmp_path: Path, busy_port: int) -> None:
     assert [p.name for p in (tmp_path / "gw-pipe").iterdir()] == ["metrics"]  # no plan out
     assert not (tmp_path / "w5").exists()  # the refused import left no workdir behind
     assert not (tmp_path / "w6").exists()  # the driver refused its master before any write
+    assert not (tmp_path / "cl").exists()  # no cluster was started, nor its logs written
     for name in ("other", "planned"):  # a refused plan: nothing pinned, Spark never started
         assert sorted(p.name for p in (tmp_path / name).iterdir()) == ["input", "plans"]
 
