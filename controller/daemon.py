@@ -89,6 +89,10 @@ class Daemon:
         first = take_over_epoch(settings)  # --take-over: above the pipeline's plans
         self.lead = Leadership(settings.decision_log, settings.control.lease_timeout_s, first)
         self._role_lock = threading.RLock()  # a round and a change of role never overlap
+        paths = {
+            k: str(Path(getattr(settings, k)).resolve()) for k in ("decision_log", "state_dir")
+        }
+        log.info("starting", extra={"fields": paths})  # where `decisions` and `status` look
         if not self._try_lead():
             log.info("standby", extra={"fields": self.lead.status()})
 
@@ -320,9 +324,7 @@ class Daemon:
             "decision_log_dropped": self.log.dropped,  # more waited than retention keeps
             "resumed_from_plan": self.resumed_from,
             **self.lead.status(),
-            "primary_since_utc": None
-            if self.became_primary_at is None
-            else iso_utc(self.became_primary_at),
+            "primary_since_utc": self.became_primary_at and iso_utc(self.became_primary_at),
             "took_over_from": self.lead.took_over_from(),
             "refused_publications": self.refused,
         }

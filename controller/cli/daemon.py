@@ -156,7 +156,12 @@ def status_cmd(
     f = state_dir / "status.json"
     standbys = _standbys(state_dir)
     if not f.exists() and not standbys:
-        fail(f"no daemon status in {state_dir} (is 'trimtab run' running with this state_dir?)", 1)
+        fail(
+            f"no daemon status in {state_dir} (is 'trimtab run' running with this state_dir? "
+            "A config's relative state_dir is from the config's directory; the daemon's "
+            "'starting' line names it)",
+            1,
+        )
     st = _read_status(f if f.exists() else standbys[0])
     alive = _pid_alive(int(st.get("pid", -1))) and not st.get("stopped")
     st["running"] = alive
@@ -218,7 +223,10 @@ def decisions_cmd(
     from controller.decisionlog import DecisionLog, DecisionLogError
 
     if not decision_log.exists():
-        fail(f"--decision-log: no decision log at {decision_log}")
+        fail(
+            f"--decision-log: no decision log at {decision_log} (a config's relative "
+            "decision_log is from the config's directory; the daemon's 'starting' line names it)"
+        )
     try:
         log = DecisionLog.read_only(decision_log)
         rows = log.last(last)

@@ -384,6 +384,12 @@ def test_daemon_process_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
             os.kill(p.pid, signal.SIGKILL)
     assert p.returncode == 0, err
     assert '"event": "stopped"' in err
+    # the first line says where the decisions and the status go, so `decisions` and `status`
+    # can be pointed there
+    starting = json.loads(err.splitlines()[0])
+    assert starting["event"] == "starting", starting
+    assert starting["decision_log"] == str((tmp_path / "d.sqlite").resolve())
+    assert starting["state_dir"] == str((tmp_path / "st").resolve())
     dec = subprocess.run(
         [EXE, "decisions", "--decision-log", str(tmp_path / "d.sqlite"), "--last", "3", "--json"],
         capture_output=True,
