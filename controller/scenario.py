@@ -15,7 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from controller.placement_params import method_problem, pin_problem, placement_problem
 from controller.settings import ControllerSettings
-from core.scenario import Scenario, load_model
+from core.machine import machine_memory
+from core.scenario import Scenario, ScenarioError, load_model
+from simulator.footprint import footprint_problem
 
 __all__ = ["Expectations", "ScenarioFile", "SparkSettings", "load_scenario"]
 
@@ -101,5 +103,9 @@ class ScenarioFile(Scenario):
 
 def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> ScenarioFile:
     """Read and validate a scenario file (YAML or JSON); raises ``core.scenario.ScenarioError``
-    with one line per problem."""
-    return load_model(path, ScenarioFile, overrides)
+    with one line per problem, among them a scenario whose replay would not fit this machine's
+    memory (``simulator.footprint``)."""
+    sc = load_model(path, ScenarioFile, overrides)
+    if problem := footprint_problem(sc, machine_memory()):
+        raise ScenarioError(str(path), [problem])
+    return sc

@@ -31,7 +31,6 @@ __all__ = [
     "cluster_down",
     "cluster_status",
     "cluster_up",
-    "machine_memory",
     "spark_home",
     "worker_memory_problem",
 ]
@@ -54,11 +53,6 @@ def _bytes(size: str) -> int:
     m = _MEMORY.fullmatch(size)
     assert m is not None
     return int(m[1]) * _UNIT[m[2].lower()]
-
-
-def machine_memory() -> int:
-    """This machine's physical memory, bytes."""
-    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 def worker_memory_problem(memory: str, workers: int, machine: int) -> str | None:

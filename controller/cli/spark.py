@@ -272,11 +272,11 @@ def cluster_cmd(
 
     Example: trimtab cluster up --workers 2 --cores 1; trimtab cluster down
     """
+    from core.machine import machine_memory
     from spark_adapter.cluster import (
         cluster_down,
         cluster_status,
         cluster_up,
-        machine_memory,
         worker_memory_problem,
     )
 

@@ -127,6 +127,12 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             "binary.yaml: not a UTF-8 text file (byte 6 is not UTF-8)",
         ),
         ("device scenario", ["replay", "/dev/null"], 2, "/dev/null is not a regular file"),
+        (  # its rates alone filled 19 GB within 15 s
+            "a replay too long for the machine",
+            ["replay", sc("t-long", lambda d: d.__setitem__("duration_s", 1e9))],
+            2,
+            "duration_s: 1e+09 s at tick_s 1.0 is 1,000,000,000 ticks",
+        ),
         (
             "wrong type",
             ["validate", sc("t1", lambda d: d.__setitem__("duration_s", "abc"))],
