@@ -20,11 +20,13 @@ import pandas as pd
 
 from controller.scenario import ScenarioFile
 from core.files import file_problem
+from core.machine import machine_memory
 from core.scenario import KeySpec
 from core.workload import key_epochs, rates, sample_keys
 from partitioners.base import window_metrics
 from partitioners.capa import ProbeLatency
 from partitioners.registry import make
+from simulator.footprint import key_space_problem
 
 __all__ = ["key_stream", "partition_replay", "read_key_trace"]
 
@@ -66,6 +68,8 @@ def key_stream(
     if zipf is not None:
         update |= {"distribution": "zipf", "s": zipf}
     if keys is not None:
+        if problem := key_space_problem(keys, "--keys", machine_memory()):
+            raise ValueError(problem)
         update["space"] = keys
     spec = spec.model_copy(update=update)
     # salted so key draws never replay the rate process's uniforms

@@ -127,6 +127,12 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             "binary.yaml: not a UTF-8 text file (byte 6 is not UTF-8)",
         ),
         ("device scenario", ["replay", "/dev/null"], 2, "/dev/null is not a regular file"),
+        (  # its key probabilities filled the machine's 24 GB
+            "a key space too large to model",
+            ["partition", str(SCENARIOS / "zipf-moderate.yaml"), "--keys", "1000000000"],
+            2,
+            "--keys: 1,000,000,000 keys take about",
+        ),
         (  # its rates alone filled 19 GB within 15 s
             "a replay too long for the machine",
             ["replay", sc("t-long", lambda d: d.__setitem__("duration_s", 1e9))],

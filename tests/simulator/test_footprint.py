@@ -41,3 +41,16 @@ def test_a_scenario_too_long_for_this_machine_is_refused_naming_duration(tmp_pat
     d["duration_s"], d["tick_s"] = 1e9, 1e4  # the same span in coarser ticks fits
     f.write_text(yaml.safe_dump(d))
     assert load_scenario(f).ticks == 100_000
+
+
+def test_a_key_space_too_large_to_model_is_refused_by_name(tmp_path: Path) -> None:
+    d = yaml.safe_load((SCENARIOS / "zipf-moderate.yaml").read_text())
+    d["streams"][0]["keys"]["space"] = 10**9  # its probabilities filled the machine's 24 GB
+    f = tmp_path / "keys.yaml"
+    f.write_text(yaml.safe_dump(d))
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(f)
+    assert e.value.problems[0].startswith("streams.0.keys.space: 1,000,000,000 keys take")
+    d["streams"][0]["keys"]["space"] = 10**6
+    f.write_text(yaml.safe_dump(d))
+    assert load_scenario(f).streams[0].keys.space == 10**6
