@@ -20,13 +20,12 @@ import pandas as pd
 
 from controller.scenario import ScenarioFile
 from core.files import file_problem
-from core.machine import machine_memory
+from core.footprint import key_space_problem, machine_memory, routed_problem, tables_problem
 from core.scenario import KeySpec
 from core.workload import key_epochs, rates, sample_keys
 from partitioners.base import window_metrics
 from partitioners.capa import ProbeLatency
 from partitioners.registry import make
-from simulator.footprint import key_space_problem
 
 __all__ = ["key_stream", "partition_replay", "read_key_trace"]
 
@@ -77,6 +76,9 @@ def key_stream(
     idx = scenario.streams.index(stream)
     per_tick = rates(scenario)[:, idx]
     ticks = per_tick.size if seconds is None else min(per_tick.size, int(seconds / scenario.tick_s))
+    where = f"streams.{idx}.rate" if seconds is None else "--seconds"
+    if problem := routed_problem(float(per_tick[:ticks].sum()), where, machine_memory()):
+        raise ValueError(problem)
     ep = key_epochs(spec)
     out = []
     for t in range(ticks):
@@ -178,6 +180,8 @@ def partition_replay(
     probe = ProbeLatency(lambda w: float(lat_ms[w]) * (1 + 0.02 * jitter.random()))
     lat = probe.measure(range(n))
     window = int(np.mean([w.size for w in windows]) or 1)
+    if problem := tables_problem(names, n, sources, key_space, window, machine_memory()):
+        raise ValueError(problem)
     rows = []
     for name in names:
         p = make(name, n, scenario.seed, sources, cap, lat, window=window, key_space=key_space)

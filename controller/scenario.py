@@ -15,9 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from controller.placement_params import method_problem, pin_problem, placement_problem
 from controller.settings import ControllerSettings
-from core.machine import machine_memory
+from core.footprint import footprint_problem, machine_memory
 from core.scenario import Scenario, ScenarioError, load_model
-from simulator.footprint import footprint_problem
 
 __all__ = ["Expectations", "ScenarioFile", "SparkSettings", "load_scenario"]
 

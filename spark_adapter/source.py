@@ -34,6 +34,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from core.footprint import machine_memory, segment_problem
 from core.scenario import Scenario
 from core.workload import key_epochs, rates, sample_keys
 from spark_adapter import segment_files
@@ -42,6 +43,7 @@ from spark_adapter.dpc import COVERS_KEY, STREAMS_KEY
 from spark_adapter.pids import process_start, same_process
 
 __all__ = ["CLOSED", "INPUT_SCHEMA_DDL", "InputLog", "segment_index", "silence_stream"]
+
 
 CLOSED = "_CLOSED"
 TRIMMED = "_TRIMMED"  # hidden from Spark's file source, like _CLOSED
@@ -309,6 +311,8 @@ class InputLog:
         """
         if scale <= 0:
             raise ValueError(f"scale must be positive, got {scale}")
+        if problem := segment_problem(scenario, scale, machine_memory()):
+            raise ValueError(problem)
         if pace_s is not None and pace_s <= 0:
             raise ValueError(f"pace_s must be positive, got {pace_s}")
         if lead_s is not None and (pace_s is None or not 0 <= lead_s < pace_s):

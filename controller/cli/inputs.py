@@ -12,7 +12,15 @@ from typing import Annotated
 
 import typer
 
-from controller.cli.common import app, fail, load, out_file, print_json, writable_dir
+from controller.cli.common import (
+    app,
+    check_segments,
+    fail,
+    load,
+    out_file,
+    print_json,
+    writable_dir,
+)
 
 input_app = typer.Typer(
     help="A pipeline's input log: generate it, import your own events, profile them.",
@@ -53,6 +61,7 @@ def input_generate(
     if lead_s is not None and (pace_s is None or lead_s >= pace_s):
         fail(f"--lead-s: {lead_s} needs --pace-s, and must be below it (got {pace_s})")
     sc = load(scenario)
+    check_segments(sc, scale)
     log = InputLog(workdir / "input")
     if log.closed:
         fail(f"{log.root}: the log is closed (the stream has ended); use a new workdir", 1)

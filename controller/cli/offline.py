@@ -126,7 +126,12 @@ def partition_cmd(
         str, typer.Option(help="comma-separated partitioner names")
     ] = "hash,shuffle,pkg,dchoices,wchoices,cg,capa,ecapa,dalton,prompt",
     workers: Annotated[
-        int | None, typer.Option(min=1, help="workers; default: the scenario's nodes")
+        int | None,
+        typer.Option(
+            min=1,
+            max=4096,
+            help="workers (as many as key groups at most); default: the scenario's nodes",
+        ),
     ] = None,
     zipf: Annotated[
         float | None, typer.Option(min=0.0, help="override the key distribution with Zipf(S)")

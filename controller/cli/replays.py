@@ -15,7 +15,7 @@ from controller.cli.common import (
     adaptation_keys,
     app,
     check_input_log,
-    check_master,
+    check_spark_run,
     err,
     fail,
     load,
@@ -116,7 +116,7 @@ def replay(
     Example: trimtab replay scenarios/anticorrelated-diurnal.yaml --json
     """
     sc = load(scenario)
-    _check_replay_flags(ctx, substrate, partitioner, input_dir, report, master)
+    _check_replay_flags(ctx, sc, substrate, partitioner, input_dir, report, master)
     overlay = None
     if calibration is not None:
         sc, overlay = _calibrated(sc, calibration, substrate)
@@ -234,17 +234,18 @@ def _check_substrate_flags(
 
 def _check_replay_flags(
     ctx: typer.Context,
+    sc: ScenarioFile,
     substrate: str,
     partitioner: str | None,
     input_dir: Path | None,
     report: Path | None,
     master: str,
 ) -> None:
-    """Exit 2 naming the flag for a bad substrate, partitioner, input, report path or master
-    (3 for a standalone master nothing listens at), or one that would be ignored."""
+    """Exit 2 naming the flag for a bad substrate, partitioner, input, report path, master or
+    scale (3 for a standalone master nothing listens at), or one that would be ignored."""
     _check_substrate(substrate)
-    if substrate == "spark":
-        check_master(master)
+    if substrate == "spark":  # the generated input's segments, unless --input gives them
+        check_spark_run(master, sc, None if input_dir is not None else ctx.params["scale"])
     if partitioner is not None and partitioner not in PARTITIONERS:
         fail(f"--partitioner: unknown name {partitioner!r} (known: {', '.join(PARTITIONERS)})")
     if input_dir is not None and substrate != "spark":
@@ -410,7 +411,7 @@ def demo(
     if partitioner not in PARTITIONERS:
         fail(f"--partitioner: unknown name {partitioner!r} (known: {', '.join(PARTITIONERS)})")
     if substrate != "sim":
-        check_master(master)
+        check_spark_run(master, sc, scale)
     if substrate == "sim":
         from controller.placements import DEMO_PLACEMENTS
         from controller.replay import replay_sim

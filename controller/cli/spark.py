@@ -272,7 +272,7 @@ def cluster_cmd(
 
     Example: trimtab cluster up --workers 2 --cores 1; trimtab cluster down
     """
-    from core.machine import machine_memory
+    from core.footprint import machine_memory
     from spark_adapter.cluster import (
         cluster_down,
         cluster_status,

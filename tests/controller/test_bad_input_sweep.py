@@ -131,7 +131,44 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             "a key space too large to model",
             ["partition", str(SCENARIOS / "zipf-moderate.yaml"), "--keys", "1000000000"],
             2,
-            "--keys: 1,000,000,000 keys take about",
+            "--keys: 1,000,000,000 keys at 64 bytes each",
+        ),
+        (  # 4,096 sources peaked at 13.3 GB
+            "partitioner tables too large",
+            [
+                "partition",
+                str(SCENARIOS / "zipf-moderate.yaml"),
+                "--seconds",
+                "2",
+                "--sources",
+                "4096",
+            ],
+            2,
+            "--sources: 4096 source instances of capa, ecapa, dalton",
+        ),
+        (  # a Python loop over 10^8 workers, gigabytes a minute
+            "too many partition workers",
+            ["partition", str(SCENARIOS / "zipf-moderate.yaml"), "--workers", "100000000"],
+            2,
+            "--workers",
+        ),
+        (  # a MemoryError at 10^10 tuples; gigabytes allocated below it
+            "a key stream too long to hold",
+            ["partition", sc("t-rate", rate({"kind": "constant", "rate": 1e10})), "--seconds", "2"],
+            2,
+            "--seconds: 20,000,000,000 tuples of the key stream",
+        ),
+        (  # a MemoryError after the log's directory was made
+            "an input segment too large",
+            ["input", "generate", str(GW), "--workdir", str(tmp / "w-seg"), "--scale", "1e7"],
+            2,
+            "--scale: the busiest tick's segment: 40,000,000,000 rows",
+        ),
+        (
+            "a Spark replay's segments too large",
+            ["replay", str(GW), "--substrate", "spark", "--scale", "1e7"],
+            2,
+            "--scale: the busiest tick's segment",
         ),
         (  # its rates alone filled 19 GB within 15 s
             "a replay too long for the machine",
@@ -863,6 +900,7 @@ def test_bad_input_sweep(tmp_path: Path, busy_port: int) -> None:
     assert [p.name for p in (tmp_path / "gw-pipe").iterdir()] == ["metrics"]  # no plan out
     assert not (tmp_path / "w5").exists()  # the refused import left no workdir behind
     assert not (tmp_path / "w6").exists()  # the driver refused its master before any write
+    assert not (tmp_path / "w-seg").exists()  # the refused segments: no log was made
     assert not (tmp_path / "cl").exists()  # no cluster was started, nor its logs written
     for name in ("other", "planned"):  # a refused plan: nothing pinned, Spark never started
         assert sorted(p.name for p in (tmp_path / name).iterdir()) == ["input", "plans"]

@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from controller.scenario import load_scenario
+from core.footprint import values_per_tick
 from core.scenario import ScenarioError
 from simulator import Simulator
-from simulator.footprint import values_per_tick
 from tests.conftest import SCENARIOS
 
 
@@ -50,7 +50,7 @@ def test_a_key_space_too_large_to_model_is_refused_by_name(tmp_path: Path) -> No
     f.write_text(yaml.safe_dump(d))
     with pytest.raises(ScenarioError) as e:
         load_scenario(f)
-    assert e.value.problems[0].startswith("streams.0.keys.space: 1,000,000,000 keys take")
+    assert e.value.problems[0].startswith("streams.0.keys.space: 1,000,000,000 keys at 64 bytes")
     d["streams"][0]["keys"]["space"] = 10**6
     f.write_text(yaml.safe_dump(d))
     assert load_scenario(f).streams[0].keys.space == 10**6
