@@ -8,6 +8,9 @@ refused, naming the field or flag, in one wording (``memory_problem``). The esti
   admitted, dropped, completed, queued, lost, latency, sink ranges) and two more (weighted
   output, live nodes); building the rates takes about five more floats per stream and tick.
   A billion ticks' rates alone filled 19 GB within 15 s;
+* a cluster: the node-pair load statistics (correlations) of every round, about 12 values a
+  pair (10,000 nodes peaked at 3.5 GB with least-loaded and 8.5 GB with correlation placement;
+  50,000 nodes filled the machine's 24 GB);
 * a key space (``key_space_problem``): each key's probability and hash, 62 bytes a key
   measured at 10 and 50 million keys; a billion keys filled the machine's 24 GB;
 * an input segment (``segment_problem``): a tick's rows are built in memory before they are
@@ -37,6 +40,7 @@ __all__ = [
 SHARE = 4  # an input may ask at most 1/SHARE of the machine's memory
 GIB = 1 << 30
 PER_NODE, PER_UNIT, PER_STREAM, PER_TICK = 3, 1, 14, 2
+PER_NODE_PAIR = 12  # node-pair statistics (10,000 nodes: 3.5 GB with LLF, 8.5 GB correlation)
 BYTES_PER_KEY = 64
 BYTES_PER_ROW = 128
 
@@ -84,7 +88,8 @@ def key_space_problem(space: int, where: str, machine_bytes: int) -> str | None:
 
 def footprint_problem(scenario: Scenario, machine_bytes: int) -> str | None:
     """Why replaying ``scenario`` would not fit a machine of ``machine_bytes`` (None: it
-    fits), naming a stream's ``keys.space``, or ``duration_s`` and ``tick_s``.
+    fits), naming a stream's ``keys.space``, ``cluster.nodes``, or ``duration_s`` and
+    ``tick_s``.
 
     >>> from core.scenario import load_model
     >>> sc = load_model("scenarios/seed-shedding-2node.yaml", Scenario)
@@ -96,8 +101,12 @@ def footprint_problem(scenario: Scenario, machine_bytes: int) -> str | None:
     for i, st in enumerate(scenario.streams):
         if problem := key_space_problem(st.keys.space, f"streams.{i}.keys.space", machine_bytes):
             return problem
+    n = len(scenario.cluster.nodes)
+    pairs = f"cluster.nodes: {n:,} nodes, whose pairs' load statistics take {PER_NODE_PAIR} values a pair"
+    if problem := memory_problem(n * n * PER_NODE_PAIR * 8, pairs, machine_bytes):
+        return problem
     net = scenario.network()
-    n, m, d = len(scenario.cluster.nodes), net.units().m, len(net.streams)
+    m, d = net.units().m, len(net.streams)
     per = values_per_tick(n, m, d)
     what = (
         f"duration_s: {scenario.duration_s:g} s at tick_s {scenario.tick_s} is "

@@ -3,6 +3,7 @@ the simulator really records."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -54,3 +55,16 @@ def test_a_key_space_too_large_to_model_is_refused_by_name(tmp_path: Path) -> No
     d["streams"][0]["keys"]["space"] = 10**6
     f.write_text(yaml.safe_dump(d))
     assert load_scenario(f).streams[0].keys.space == 10**6
+
+
+def test_a_cluster_too_large_for_its_pair_statistics_is_refused(tmp_path: Path) -> None:
+    d = yaml.safe_load((SCENARIOS / "anticorrelated-diurnal.yaml").read_text())
+    d["cluster"]["nodes"] = [{"id": f"n{i}", "capacity": 1.0} for i in range(20_000)]
+    f = tmp_path / "wide.json"  # JSON is YAML, and quicker to read at this size
+    f.write_text(json.dumps(d))  # 50,000 nodes' pair correlations filled the machine's 24 GB
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(f)
+    assert e.value.problems[0].startswith("cluster.nodes: 20,000 nodes, whose pairs'")
+    d["cluster"]["nodes"] = d["cluster"]["nodes"][:1000]  # the scale the global step is built for
+    f.write_text(json.dumps(d))
+    assert len(load_scenario(f).cluster.nodes) == 1000
