@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from core.footprint import BYTES_PER_WINDOW_PROFILED, machine_memory, windows_problem
 from core.keystats import hot_set_churn, rate_series, top_keys, zipf_fit
-from spark_adapter.event_import import checked_events
+from spark_adapter.event_import import EventImportError, checked_events
 
 __all__ = ["profile_events"]
 
@@ -30,6 +31,11 @@ def profile_events(
     """The profile of the events in ``paths`` (bad rows counted and left out)."""
     ev = checked_events(paths, ts_col, key_col, None, fmt)
     ts, keys = ev.ts, ev.keys
+    span = float(ts.max() - ts.min()) if ts.size else 0.0
+    if problem := windows_problem(
+        span, window_s, BYTES_PER_WINDOW_PROFILED, ts_col, machine_memory()
+    ):
+        raise EventImportError(problem)
     rate = rate_series(ts, window_s)
     top = [
         {"key": _name(ev.raw_keys[np.flatnonzero(keys == k)[0]]), "share": round(share, 6)}

@@ -20,7 +20,15 @@ import pandas as pd
 
 from controller.scenario import ScenarioFile
 from core.files import file_problem
-from core.footprint import key_space_problem, machine_memory, routed_problem, tables_problem
+from core.footprint import (
+    BYTES_PER_WINDOW_ROUTED,
+    key_space_problem,
+    machine_memory,
+    memory_problem,
+    routed_problem,
+    tables_problem,
+    windows_problem,
+)
 from core.scenario import KeySpec
 from core.workload import key_epochs, rates, sample_keys
 from partitioners.base import window_metrics
@@ -150,6 +158,9 @@ def read_key_trace(
         raise ValueError(f"--trace: {path} row {int(bad[0]) + 2}: {ts_col}: not a finite number")
     if window_s <= 0:
         raise ValueError(f"--window-s: must be > 0 (got {window_s})")
+    span, per = float(ts.max() - ts.min()), BYTES_PER_WINDOW_ROUTED
+    if problem := windows_problem(span, window_s, per, f"--trace: {ts_col}", machine_memory()):
+        raise ValueError(problem)
     order = np.argsort(ts, kind="stable")
     w = np.floor((ts[order] - ts[order[0]]) / window_s).astype(np.int64)
     cuts = np.searchsorted(w, np.arange(1, int(w[-1]) + 1))
@@ -181,6 +192,10 @@ def partition_replay(
     lat = probe.measure(range(n))
     window = int(np.mean([w.size for w in windows]) or 1)
     if problem := tables_problem(names, n, sources, key_space, window, machine_memory()):
+        raise ValueError(problem)
+    routed = f"--partitioners: {len(names)} over {len(windows):,} windows"
+    per = BYTES_PER_WINDOW_ROUTED * len(names)
+    if problem := memory_problem(len(windows) * per, routed, machine_memory()):
         raise ValueError(problem)
     rows = []
     for name in names:

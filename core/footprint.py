@@ -19,6 +19,7 @@ refused, naming the field or flag, in one wording (``memory_problem``). The esti
 
 from __future__ import annotations
 
+import math
 import os
 
 from core.scenario import Scenario
@@ -54,7 +55,7 @@ def machine_memory() -> int:
     return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def memory_problem(need: int | float, what: str, machine: int) -> str | None:
+def memory_problem(need: float, what: str, machine: int) -> str | None:
     """Why ``need`` bytes for ``what`` are too many for a machine of ``machine`` bytes (None:
     they fit).
 
@@ -62,10 +63,16 @@ def memory_problem(need: int | float, what: str, machine: int) -> str | None:
     True
     >>> memory_problem(8 * GIB, "10 keys", 24 * GIB)
     "10 keys: about 8.0 GiB, more than a quarter of this machine's 24.0 GiB"
+    >>> memory_problem(3e20, "x", 24 * GIB), memory_problem(float("inf"), "y", 24 * GIB)
+    ("x: about 2.79e+11 GiB, more than a quarter of this machine's 24.0 GiB", "y: more than this machine's 24.0 GiB")
     """
     if need <= machine / SHARE:
         return None
-    return f"{what}: about {need / GIB:.1f} GiB, more than a quarter of this machine's {machine / GIB:.1f} GiB"
+    gib, have = need / GIB, f"this machine's {machine / GIB:.1f} GiB"
+    if not math.isfinite(gib):
+        return f"{what}: more than {have}"
+    amount = f"{gib:.1f}" if gib < 1e5 else f"{gib:.3g}"
+    return f"{what}: about {amount} GiB, more than a quarter of {have}"
 
 
 def values_per_tick(n: int, m: int, d: int) -> int:
@@ -178,3 +185,27 @@ def tables_problem(
         f"{key_space:,} keys, windows of {window:,} tuples)"
     )
     return memory_problem(sources * sum(per_source), what, machine_bytes)
+
+
+BYTES_PER_WINDOW_ROUTED = 4096  # partition: a window's metrics per partitioner (Dalton: 2.9 KB)
+BYTES_PER_WINDOW_PROFILED = 32  # input profile: a window's rate and churn (10^8 windows: 16 B)
+
+
+def windows_problem(
+    span_s: float, window_s: float, bytes_per_window: float, where: str, machine_bytes: int
+) -> str | None:
+    """Why windows of ``window_s`` over events spanning ``span_s`` seconds, at
+    ``bytes_per_window`` each, would not fit a machine of ``machine_bytes`` (None: they fit).
+    Such a span is mostly a time column in another unit, or a stray row's time.
+
+    >>> windows_problem(3600.0, 1.0, BYTES_PER_WINDOW_ROUTED, "--trace", 24 << 30) is None
+    True
+    >>> print(windows_problem(1e308, 1.0, 32, "ts", 24 << 30))
+    ts: the events span 1e+308 s, 1e+308 windows of 1 s at 32 bytes each (is the column in seconds, or is a row's time wrong?): more than this machine's 24.0 GiB
+    """
+    windows = span_s / window_s
+    what = (
+        f"{where}: the events span {span_s:.4g} s, {windows:.4g} windows of {window_s:g} s at "
+        f"{bytes_per_window:g} bytes each (is the column in seconds, or is a row's time wrong?)"
+    )
+    return memory_problem(windows * bytes_per_window, what, machine_bytes)

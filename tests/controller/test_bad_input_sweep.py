@@ -58,6 +58,8 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
     (tmp / "nokey.csv").write_text("ts,k\n0,1\n")
     (tmp / "empty-trace.csv").write_text("ts,key\n")
     (tmp / "notdb.sqlite").write_text("hello, not a database")
+    (tmp / "far.csv").write_text("ts,key\n0,a\n1e308,b\n")  # a stray row's time
+    (tmp / "far7.csv").write_text("ts,key\n0,a\n1e7,b\n")  # ten million empty windows
     (tmp / "afile").write_text("x")
     (tmp / "st").mkdir()
     (tmp / "res").mkdir()
@@ -169,6 +171,18 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             ["replay", str(GW), "--substrate", "spark", "--scale", "1e7"],
             2,
             "--scale: the busiest tick's segment",
+        ),
+        (  # exited 1: "'list' argument must have no negative elements"
+            "a profile's windows past any machine",
+            ["input", "profile", str(tmp / "far.csv")],
+            2,
+            "ts: the events span 1e+308 s",
+        ),
+        (  # a Python loop over ten million windows for each partitioner
+            "a trace's windows too many to route",
+            ["partition", good, "--trace", str(tmp / "far7.csv")],
+            2,
+            "--trace: ts: the events span 1e+07 s, 1e+07 windows",
         ),
         (  # its rates alone filled 19 GB within 15 s
             "a replay too long for the machine",
