@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from controller.report_html import page
@@ -208,26 +209,61 @@ def write_report(
 
 
 def _read(out: Path, name: str, index: bool = True) -> pd.DataFrame | None:
+    """``name.csv`` of a run directory (None when absent), or ValueError naming the file: a
+    series is indexed by ``time_s`` (a Spark run's by ``batch``) and holds finite numbers, the events table has its three
+    columns (a file cut short or not trimtab's fails here, before anything is rendered)."""
     p = out / f"{name}.csv"
     if not p.exists():
         return None
-    return pd.read_csv(p, index_col=0) if index else pd.read_csv(p)
+    try:
+        df = pd.read_csv(p, index_col=0) if index else pd.read_csv(p)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise ValueError(f"{p}: not a CSV table ({str(e).splitlines()[0]})") from None
+    first = df.index.name if index else (df.columns[0] if len(df.columns) else None)
+    if first not in ("time_s", "batch") or (not index and list(df.columns)[1:] != ["kind", "node"]):
+        raise ValueError(
+            f"{p}: not a trimtab run's series (it starts with {first!r}, not 'time_s' or 'batch')"
+        )
+    numbers = (df if index else df[[first]]).apply(pd.to_numeric, errors="coerce")
+    bad = ~np.isfinite(numbers.to_numpy(dtype=float)).all(axis=1)
+    if index:
+        bad |= ~np.isfinite(pd.to_numeric(df.index, errors="coerce").to_numpy(dtype=float))
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{p}: row {row + 2} is not all numbers (a file cut short?)")
+    return df
+
+
+def _read_json(out: Path, name: str, kind: type) -> Any:
+    """``name.json`` of a run directory (an empty ``kind`` when absent), or ValueError naming
+    the file."""
+    p = out / f"{name}.json"
+    if not p.exists():
+        return kind()
+    try:
+        data = json.loads(p.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{p}: not JSON ({str(e).splitlines()[0]})") from None
+    if not isinstance(data, kind):
+        raise ValueError(f"{p}: not a trimtab run's {name} (a JSON {kind.__name__} is expected)")
+    return data
 
 
 def render_run_dir(run_dir: str | Path) -> Path:
-    """Render PNG plots and ``report.html`` from a run directory's saved files."""
+    """Render PNG plots and ``report.html`` from a run directory's saved files; every file is
+    read and checked before anything is written."""
     out = Path(run_dir)
     node_load = _read(out, "node_load")
     if node_load is None or not (out / "summary.json").exists():
         raise FileNotFoundError(
             f"{out}: not a run directory (node_load.csv and summary.json are needed)"
         )
-    summary = json.loads((out / "summary.json").read_text())
-    decisions = (
-        json.loads((out / "decisions.json").read_text())
-        if (out / "decisions.json").exists()
-        else []
-    )
+    summary = _read_json(out, "summary", dict)
+    decisions = _read_json(out, "decisions", list)
+    comparison = _read_json(out, "comparison", list)
+    for name in ("placement", "shed", "nodes"):
+        _read(out, name)
+    _read(out, "events", index=False)
     figs = _figures(out, node_load, decisions)
     for name, fig, _ in figs:
         _png(fig, out / name)
@@ -240,11 +276,6 @@ def render_run_dir(run_dir: str | Path) -> Path:
         for k in REPORT_KEYS
         if k in summary
     ]
-    comparison = (
-        json.loads((out / "comparison.json").read_text())
-        if (out / "comparison.json").exists()
-        else []
-    )
     html = page(out, summary, [(n, h) for n, _, h in figs], decisions, comparison)
     (out / "report.html").write_text(html)
     (out / "summary.txt").write_text("\n".join(lines) + "\n")

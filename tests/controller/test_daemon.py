@@ -812,6 +812,31 @@ def test_a_report_of_a_run_that_measured_no_load_says_so(tmp_path: Path) -> None
     assert page.count("<img") == 4  # the load note, placement, shedding, recovery
 
 
+@pytest.mark.parametrize(
+    ("name", "text", "needle"),
+    [
+        ("summary.json", "{bad", "summary.json: not JSON"),  # said no file name
+        ("decisions.json", '"x"', "decisions.json: not a trimtab run's decisions"),
+        ("node_load.csv", "a,b\n", "node_load.csv: not a trimtab run's series"),  # rendered
+        ("node_load.csv", "time_s,A,B\n0.0,1.0,2.0\n1.0,3", "node_load.csv: row 3 is not all"),
+        ("shed.csv", "time_s,s0\n0.0,x\n", "shed.csv: row 2 is not all numbers"),
+    ],
+)
+def test_a_report_of_a_damaged_run_names_the_file_and_writes_nothing(
+    tmp_path: Path, name: str, text: str, needle: str
+) -> None:
+    """Every file is read and checked before anything is rendered: a run directory with a
+    file cut short or not trimtab's was rendered from it, or failed half-way with an error
+    that named no file."""
+    from controller.report import render_run_dir
+
+    run = _run_dir(tmp_path, moved=True, shed=True)
+    (run / name).write_text(text)
+    with pytest.raises(ValueError, match=needle.replace("(", r"\(")):
+        render_run_dir(run)
+    assert not list(run.glob("*.png")) and not (run / "report.html").exists()
+
+
 def pd_read(p: Path):  # type: ignore[no-untyped-def]
     import pandas as pd
 
