@@ -180,8 +180,14 @@ def recorded_scenario(workdir: Path) -> ScenarioFile:
     run = workdir / RUN_FILE
     if not run.exists():
         raise ValueError(f"{workdir}: no {RUN_FILE}; name the scenario with --scenario")
-    doc = json.loads(run.read_text())
-    return ScenarioFile.model_validate(doc["scenario"] | {"base_dir": doc["base_dir"]})
+    try:
+        doc = json.loads(run.read_text())
+        return ScenarioFile.model_validate(doc["scenario"] | {"base_dir": doc["base_dir"]})
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as e:
+        why = f"no {e.args[0]!r}" if isinstance(e, KeyError) else str(e).splitlines()[0]
+        raise ValueError(
+            f"{run}: not the run record trimtab writes ({why}); name the scenario with --scenario"
+        ) from None
 
 
 def calibrate(

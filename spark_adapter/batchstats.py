@@ -107,8 +107,30 @@ def retire_batch_stats(directory: Path, batch_id: int, keep: int) -> bool:
 
 
 def read_batch_stats(path: Path) -> BatchStats:
-    """Parse a ``batch-<b>.json`` file."""
-    d: dict[str, Any] = json.loads(path.read_text())
+    """Parse a ``batch-<b>.json`` file; ValueError naming the file when it is not one (cut
+    short, or not a trimtab pipeline's).
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     f = Path(d) / "batch-00000003.json"
+    ...     _ = f.write_text('{"batch_id": 3}')
+    ...     read_batch_stats(f)
+    Traceback (most recent call last):
+    ...
+    ValueError: .../batch-00000003.json: not a trimtab batch file (no 'plan_version')
+    """
+    try:
+        d: dict[str, Any] = json.loads(path.read_text())
+        return _batch_stats(d)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not JSON ({str(e).splitlines()[0]})") from None
+    except KeyError as e:
+        raise ValueError(f"{path}: not a trimtab batch file (no {e.args[0]!r})") from None
+    except (TypeError, ValueError, AttributeError, IndexError) as e:
+        raise ValueError(f"{path}: not a trimtab batch file ({str(e).splitlines()[0]})") from None
+
+
+def _batch_stats(d: dict[str, Any]) -> BatchStats:
     return BatchStats(
         batch_id=int(d["batch_id"]),
         plan_version=int(d["plan_version"]),

@@ -10,6 +10,7 @@ stays bounded. No pyspark import.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from pathlib import Path
@@ -22,6 +23,8 @@ from spark_adapter.actuator import PlanStore
 from spark_adapter.batchstats import BatchStats, observation_from_batches, read_batch_stats
 
 __all__ = ["ExternalSparkSubstrate", "PipelineMismatch", "batch_mismatch", "workdir_mismatch"]
+
+log = logging.getLogger("trimtab.external")
 
 
 class PipelineMismatch(ValueError):
@@ -58,7 +61,12 @@ class ExternalSparkSubstrate:
         with self._lock:  # a daemon polls unseen_mtime from another thread
             seen, read = self._stamps(), self.mtimes
             self.mtimes, self._poll = seen, None  # files the pipeline retired are forgotten
-        fresh = [read_batch_stats(f) for f in sorted(seen) if read.get(f) != seen[f]]
+        fresh = []
+        for f in sorted(f for f in seen if read.get(f) != seen[f]):
+            try:
+                fresh.append(read_batch_stats(f))
+            except ValueError as e:  # one bad file (not the pipeline's): the others still count
+                log.warning("batch_file_unreadable", extra={"fields": {"error": str(e)}})
         for b in fresh[-1:]:  # the newest: a restarted pipeline may run another query
             if problem := self.mismatch(b):
                 with self._lock:

@@ -198,6 +198,19 @@ def test_bad_calibration_input_is_one_line(tmp_path: Path) -> None:
     _one_line_error(runner.invoke(app, ["calibrate", str(bare)]), "--scenario")
     good = _workdir(tmp_path / "good", _batches())
     _one_line_error(runner.invoke(app, ["calibrate", str(good), "--skip", "50"]), "skipping")
+    # a batch file or run record that is not trimtab's is named (exit 1 with a KeyError, or a
+    # JSON error that named no file)
+    cut = _workdir(tmp_path / "cut", _batches())
+    third = sorted((cut / "metrics").iterdir())[3]
+    third.write_text(third.read_text()[:50])
+    _one_line_error(runner.invoke(app, ["calibrate", str(cut)]), f"{third.name}: not JSON")
+    third.write_text('{"batch_id": 3}')
+    _one_line_error(
+        runner.invoke(app, ["calibrate", str(cut)]), "not a trimtab batch file (no 'plan_version')"
+    )
+    (good / "run.json").write_text("{}")
+    _one_line_error(runner.invoke(app, ["calibrate", str(good)]), "run.json: not the run record")
+    good = _workdir(tmp_path / "good2", _batches())
     out = tmp_path / "cal.yaml"
     assert runner.invoke(app, ["calibrate", str(good), "--out", str(out)]).exit_code == 0
     other = SCENARIO.parent / "seed-groupby-window.yaml"

@@ -79,6 +79,31 @@ def test_the_external_controller_forgets_retired_batch_files(tmp_path: Path) -> 
     assert [st.batch_id for st in ext.observe().batches] == [11]
 
 
+def test_an_unreadable_batch_file_is_named_and_the_others_still_count(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One batch file that is not a trimtab batch file (cut short, or another tool's) is
+    logged by name and left out; before, it failed the round and the batches read with it
+    were dropped, so the daemon's next rounds saw no samples."""
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    _publish(PlanStore(tmp_path / "plans"), 0)
+    ext = ExternalSparkSubstrate(tmp_path, ["s"], 2)
+    for b in range(4):
+        write_batch_stats(_stats(b), metrics)
+    bad = sorted(metrics.iterdir())[2]
+    bad.write_text('{"batch_id": 2}')
+    with caplog.at_level("WARNING", logger="trimtab.external"):
+        assert [st.batch_id for st in ext.observe().batches] == [0, 1, 3]
+    assert any(
+        bad.name in r.getMessage() or bad.name in str(r.__dict__.get("fields"))
+        for r in caplog.records
+    )
+    assert not ext.observe().batches  # named once, not again every round
+    write_batch_stats(_stats(2), metrics)  # the pipeline writes it again (a replay)
+    assert [st.batch_id for st in ext.observe().batches] == [2]
+
+
 def test_the_batch_poll_sees_each_new_file_and_lists_the_directory_only_when_it_changed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
