@@ -26,8 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from pydantic import ValidationError
+
 from core.lease import StaleEpochError
 from core.plans import Plan
+from core.scenario import format_validation_error
 
 __all__ = ["BatchPin", "PinRow", "PlanLog", "PlanStore", "atomic_write", "retire_plans"]
 
@@ -124,7 +127,12 @@ class PlanStore:
     def current_version(self) -> int | None:
         """The version ``current`` points at, or None before the first publish."""
         c = self.root / "current"
-        return int(c.read_text()) if c.exists() else None
+        if not c.exists():
+            return None
+        text = c.read_text(errors="replace").strip()
+        if not text.isdigit():
+            raise ValueError(f"{c}: not a plan version (it reads {text[:40]!r})")
+        return int(text)
 
     def load(self, version: int) -> Plan:
         """A published version."""
@@ -133,7 +141,10 @@ class PlanStore:
         p = self._path(version)
         if not p.exists():
             raise KeyError(f"plan version {version} is not in {self.root}")
-        plan = Plan.from_json(p.read_bytes())
+        try:
+            plan = Plan.from_json(p.read_bytes())
+        except ValidationError as e:
+            raise ValueError(f"{p}: not a trimtab plan ({format_validation_error(e)[0]})") from None
         if len(self._cache) >= self.CACHED:
             self._cache.pop(next(iter(self._cache)))
         self._cache[version] = plan

@@ -287,7 +287,7 @@ def inject(fault: str, target: str | None, workdir: Path, seconds: float = 10.0)
         raise ValueError(
             f"--workdir: no app.json in {workdir} (is a replay or a driver running there?)"
         )
-    app = json.loads(f.read_text())
+    app = _read_app(f)
     if fault == "kill-driver":
         pid = int(app["driver_pid"])
         if process_start(pid) is not None and not same_process(pid, app.get("driver_started")):
@@ -309,6 +309,17 @@ def inject(fault: str, target: str | None, workdir: Path, seconds: float = 10.0)
         return {"stopped_executor": target, "pid": pid, "resumes_after_s": seconds}
     (workdir / "inject-lose").write_text(str(target))  # the driver calls killExecutor
     return {"lose_requested": target}
+
+
+def _read_app(f: Path) -> dict[str, Any]:
+    """A driver's ``app.json``, or ValueError naming it when it is not one."""
+    try:
+        app = json.loads(f.read_text())
+        int(app["driver_pid"]), str(app["app_id"])
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as e:
+        why = f"no {e.args[0]!r}" if isinstance(e, KeyError) else str(e).splitlines()[0]
+        raise ValueError(f"{f}: not the app record a trimtab driver writes ({why})") from None
+    return dict(app)
 
 
 def publish_app(spark: Any, workdir: str | Path, master: str) -> None:

@@ -182,7 +182,11 @@ def publish_operator_cmd(
         fail(f"--params: not JSON ({e.msg})")
     if not isinstance(new, dict) or not new:
         fail("--params: give a JSON object of parameters, e.g. '{\"value\": 50}'")
-    if PlanStore(workdir / "plans", read_only=True).current_version() is None:  # makes nothing
+    try:
+        current = PlanStore(workdir / "plans", read_only=True).current_version()  # makes nothing
+    except ValueError as e:
+        fail(str(e))
+    if current is None:
         fail(f"--workdir: no plan in {workdir / 'plans'}: not a pipeline's working directory")
     plans = PlanStore(workdir / "plans")
     try:

@@ -58,6 +58,14 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
     (tmp / "nokey.csv").write_text("ts,k\n0,1\n")
     (tmp / "empty-trace.csv").write_text("ts,key\n")
     (tmp / "notdb.sqlite").write_text("hello, not a database")
+    for d, name, text in (
+        ("p-app", "app.json", "{bad"),
+        ("p-cur", "plans/current", "garbage"),
+        ("p-plan", "plans/current", "0"),
+        ("p-plan", "plans/v000000.json", '{"x": 1}'),
+    ):
+        (tmp / d / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / d / name).write_text(text)
     (tmp / "far.csv").write_text("ts,key\n0,a\n1e308,b\n")  # a stray row's time
     (tmp / "far7.csv").write_text("ts,key\n0,a\n1e7,b\n")  # ten million empty windows
     (tmp / "afile").write_text("x")
@@ -171,6 +179,33 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             ["replay", str(GW), "--substrate", "spark", "--scale", "1e7"],
             2,
             "--scale: the busiest tick's segment",
+        ),
+        (  # a JSON error naming no file
+            "a driver's app record damaged",
+            ["inject", "kill-executor", "1", "--workdir", str(tmp / "p-app")],
+            2,
+            "p-app/app.json: not the app record a trimtab driver writes",
+        ),
+        (  # exited 1: "invalid literal for int()"
+            "a workdir's current plan pointer damaged",
+            ["publish-operator", "f", "--params", '{"value": 1}', "--workdir", str(tmp / "p-cur")],
+            2,
+            "p-cur/plans/current: not a plan version (it reads 'garbage')",
+        ),
+        (  # a multi-line pydantic error naming no file
+            "a workdir's plan damaged",
+            [
+                "publish-operator",
+                "f",
+                "--params",
+                '{"value": 1}',
+                "--workdir",
+                str(tmp / "p-plan"),
+                "--scenario",
+                str(GW),
+            ],
+            2,
+            "p-plan/plans/v000000.json: not a trimtab plan (placement: Field required",
         ),
         (  # exited 1: "'list' argument must have no negative elements"
             "a profile's windows past any machine",
