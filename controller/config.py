@@ -277,12 +277,15 @@ def path_problems(settings: Settings) -> list[str]:
 
 def log_problem(settings: Settings) -> str | None:
     """``decision_log`` names a file that is not a trimtab decision log (another file, a
-    directory), or None: a daemon would fail on it at its first write. Opens it read-only."""
-    from controller.decisionlog import DecisionLog, DecisionLogError
+    directory), or its lease file is not a lease, or None: a daemon would fail on it at its first write. Opens it read-only."""
+    from controller.decisionlog import DecisionLog, DecisionLogError, lease_file
+    from core.lease import lease_problem
 
     p = Path(settings.decision_log)
     if p.is_dir():
         return f"decision_log: {p} is a directory, not a file"
+    if problem := lease_problem(lease_file(p)):  # the controllers' lease beside it
+        return f"decision_log: its lease {problem}"
     if not p.is_file():
         return None  # created at the start
     try:

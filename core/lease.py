@@ -27,7 +27,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Lease", "LeaseState", "StaleEpochError", "holder_name", "is_busy", "read_lease"]
+__all__ = [
+    "Lease",
+    "LeaseState",
+    "StaleEpochError",
+    "holder_name",
+    "is_busy",
+    "lease_problem",
+    "read_lease",
+]
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS lease (id INTEGER PRIMARY KEY CHECK (id = 0), "
@@ -193,6 +201,35 @@ class Lease:
 def is_busy(e: sqlite3.OperationalError) -> bool:
     """True for SQLite's "database is locked" (another connection holds the write lock)."""
     return "locked" in str(e) or "busy" in str(e)
+
+
+def lease_problem(path: str | Path) -> str | None:
+    """Why the file at ``path`` cannot hold a lease (None: it can, or is not there yet):
+    another file, or a database without trimtab's lease table. Read-only.
+
+    >>> import tempfile
+    >>> f = Path(tempfile.mkdtemp()) / "x.lease"
+    >>> lease_problem(f) is None
+    True
+    >>> _ = f.write_text("garbage")
+    >>> lease_problem(f)
+    '... is not a trimtab lease file (file is not a database)'
+    """
+    p = Path(path)
+    if not p.exists():
+        return None
+    if not p.is_file():
+        return f"{p} is not a file"
+    try:
+        with contextlib.closing(
+            sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
+        ) as db:
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+    except sqlite3.DatabaseError as e:
+        return f"{p} is not a trimtab lease file ({e})"
+    if tables and "lease" not in tables:
+        return f"{p} is not a trimtab lease file (it has no lease table)"
+    return None
 
 
 def read_lease(path: str | Path) -> LeaseState | None:

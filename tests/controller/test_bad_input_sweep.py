@@ -63,6 +63,7 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
         ("p-cur", "plans/current", "garbage"),
         ("p-plan", "plans/current", "0"),
         ("p-plan", "plans/v000000.json", '{"x": 1}'),
+        ("p-lease", "d.sqlite.lease", "garbage"),
     ):
         (tmp / d / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp / d / name).write_text(text)
@@ -487,6 +488,19 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             ],
             2,
             "missing.yaml",
+        ),
+        (  # exited 1: "DatabaseError: file is not a database"
+            "the controllers' lease damaged",
+            [
+                "run",
+                "--config",
+                cf(
+                    "c-lease",
+                    lambda d: d.__setitem__("decision_log", str(tmp / "p-lease" / "d.sqlite")),
+                ),
+            ],
+            2,
+            "decision_log: its lease",
         ),
         (
             "config placement",
