@@ -108,7 +108,13 @@ class Lease:
         self._db = sqlite3.connect(
             str(self.path), isolation_level=None, check_same_thread=False, timeout=10
         )
-        self._db.execute("PRAGMA journal_mode=WAL")
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.DatabaseError as e:
+            if isinstance(e, sqlite3.OperationalError):  # busy or locked: not the file's fault
+                raise
+            self._db.close()
+            raise ValueError(f"{self.path}: not a trimtab lease file ({e})") from None
         self._db.execute(_SCHEMA)
         if self._db.execute("SELECT COUNT(*) FROM lease").fetchone()[0] == 0:
             self._db.execute("INSERT OR IGNORE INTO lease VALUES (0, 0, '', 0)")

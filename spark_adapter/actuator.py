@@ -199,6 +199,14 @@ class PlanLog:
 
     def __init__(self, path: str | Path, read_only: bool = False) -> None:
         self.path = Path(path)
+        try:
+            self._open(read_only)
+        except sqlite3.DatabaseError as e:
+            if isinstance(e, sqlite3.OperationalError):  # busy or locked: not the file's fault
+                raise
+            raise ValueError(f"{self.path}: not a trimtab plan log ({e})") from None
+
+    def _open(self, read_only: bool) -> None:
         if read_only:  # an existing log, opened so that nothing is written or created
             # a closed WAL database (no -wal file) holds everything in its main file: opened
             # immutable, SQLite creates no -wal/-shm files beside it; a live writer's is read
@@ -206,6 +214,7 @@ class PlanLog:
             wal = self.path.with_name(self.path.name + "-wal").exists()
             uri = f"{self.path.resolve().as_uri()}?mode=ro" + ("" if wal else "&immutable=1")
             self._db = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False)
+            self._db.execute("SELECT name FROM sqlite_master").fetchall()  # a database at all
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)

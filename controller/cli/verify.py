@@ -82,7 +82,10 @@ def pipeline_results(
         fail(f"--workdir: no plan log in {workdir} (not a pipeline's working directory)")
     if out is not None:
         out_file(out, "--out")
-    log = PlanLog(workdir / "planlog.sqlite", read_only=True)
+    try:
+        log = PlanLog(workdir / "planlog.sqlite", read_only=True)
+    except ValueError as e:
+        fail(str(e))
     committed = log.committed()
     log.close()
     if view == "latest":

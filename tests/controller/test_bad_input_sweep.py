@@ -64,6 +64,7 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
         ("p-plan", "plans/current", "0"),
         ("p-plan", "plans/v000000.json", '{"x": 1}'),
         ("p-lease", "d.sqlite.lease", "garbage"),
+        ("p-log", "planlog.sqlite", "garbage"),
     ):
         (tmp / d / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp / d / name).write_text(text)
@@ -180,6 +181,18 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             ["replay", str(GW), "--substrate", "spark", "--scale", "1e7"],
             2,
             "--scale: the busiest tick's segment",
+        ),
+        (  # exited 1: "DatabaseError: file is not a database"
+            "a pipeline's plan log damaged",
+            ["pipeline", "results", "--workdir", str(tmp / "p-log")],
+            2,
+            "p-log/planlog.sqlite: not a trimtab plan log (file is not a database)",
+        ),
+        (
+            "a pipeline's plan log damaged, verified",
+            ["pipeline", "verify", str(GW), "--workdir", str(tmp / "p-log")],
+            2,
+            "p-log/planlog.sqlite: not a trimtab plan log",
         ),
         (  # a JSON error naming no file
             "a driver's app record damaged",
