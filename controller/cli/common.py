@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -43,11 +44,23 @@ __all__ = [
 ]
 
 
+def _examples_as_written(cmd: Any) -> None:
+    """Click rewraps each paragraph of a command's help to the width, which broke an example
+    command mid-argument ("scenarios/overload-" / "ramp.yaml"): a paragraph that starts with
+    "Example" is marked with click's no-rewrap marker (``\\b``), here because typer puts a blank
+    line after a docstring's own. Idempotent; walks the subcommands."""
+    if cmd.help:
+        cmd.help = re.sub(r"(^|\n\n)(?=Examples?: )", "\\1\b\n", cmd.help)
+    for sub in getattr(cmd, "commands", {}).values():
+        _examples_as_written(sub)
+
+
 class OneLineErrors(TyperGroup):
     """The command group: usage errors as one ``error: ...`` line with exit 2 (not a box), and
     an unexpected exception as one line with exit 1 unless ``--debug`` asks for the traceback."""
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
+        _examples_as_written(self)
         given = kwargs.pop("args", None)  # [] is no arguments, not "read sys.argv"
         argv = list(given if given is not None else (args[0] if args else sys.argv[1:]))
         debug = "--debug" in argv

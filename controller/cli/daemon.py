@@ -266,8 +266,8 @@ def validate(
 ) -> None:
     """Check config, scenario and plan files; print one line per problem.
 
-    Example: trimtab validate examples/controller.yaml scenarios/*.yaml; trimtab validate
-    --scenario scenarios/zipf-hotkey-shift.yaml w/plans/v000003.json
+    Examples: trimtab validate examples/controller.yaml scenarios/*.yaml
+              trimtab validate --scenario scenarios/zipf-hotkey-shift.yaml w/plans/v000003.json
     """
     from controller.config import ConfigError, load_settings, port_problem
     from controller.validation import epoch_problem, validate_file

@@ -47,3 +47,34 @@ def test_no_arguments_print_the_help_not_an_error_line(args: list[str]) -> None:
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 2 and "Commands:" in r.stdout, r.output
     assert "error:" not in r.output, r.output
+
+
+def _commands(prefix: list[str], cmd) -> list[list[str]]:  # type: ignore[no-untyped-def]
+    subs = getattr(cmd, "commands", {})
+    out = [prefix] if not subs else []
+    for name, sub in subs.items():
+        out += _commands([*prefix, name], sub)
+    return out
+
+
+def test_every_example_prints_as_written_at_any_width() -> None:
+    """Click rewrapped the examples to the terminal, which cut a command mid-argument
+    ("scenarios/overload-" / "ramp.yaml"): each example line now starts a whole command."""
+    import typer.main
+
+    commands = _commands([], typer.main.get_command(app))
+    assert len(commands) >= 20
+    seen = 0
+    for args in commands:
+        out = CliRunner().invoke(app, [*args, "--help"], env={"COLUMNS": "60"}).output
+        lines = out.splitlines()
+        start = next((i for i, ln in enumerate(lines) if ln.strip().startswith("Example")), None)
+        if start is None:
+            continue
+        seen += 1
+        for ln in lines[start:]:
+            if not ln.strip():
+                break
+            text = ln.split(":", 1)[1] if ln.strip().startswith("Example") else ln
+            assert text.strip().startswith("trimtab "), (args, out)
+    assert seen >= 20
