@@ -45,10 +45,8 @@ __all__ = [
 
 
 def _examples_as_written(cmd: Any) -> None:
-    """Click rewraps each paragraph of a command's help to the width, which broke an example
-    command mid-argument ("scenarios/overload-" / "ramp.yaml"): a paragraph that starts with
-    "Example" is marked with click's no-rewrap marker (``\\b``), here because typer puts a blank
-    line after a docstring's own. Idempotent; walks the subcommands."""
+    """Mark each help paragraph that starts with "Example" with click's no-rewrap ``\\b`` (a
+    docstring's own gets a blank line from typer): rewrapped, a command broke mid-argument."""
     if cmd.help:
         cmd.help = re.sub(r"(^|\n\n)(?=Examples?: )", "\\1\b\n", cmd.help)
     for sub in getattr(cmd, "commands", {}).values():
@@ -257,8 +255,7 @@ def check_segments(sc: ScenarioFile, scale: float) -> None:
 
 
 def check_spark_run(master: str, sc: ScenarioFile, scale: float | None) -> None:
-    """``check_master``, then ``check_segments`` for an input generated at ``scale`` (None:
-    the input is the user's own)."""
+    """``check_master``; ``check_segments`` for an input generated at ``scale`` (or None)."""
     check_master(master)
     if scale is not None:
         check_segments(sc, scale)
