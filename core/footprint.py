@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
+from pathlib import Path
 
 from core.scenario import Scenario
 from core.workload import rates
@@ -29,7 +31,9 @@ __all__ = [
     "GIB",
     "SHARE",
     "footprint_problem",
+    "free_space",
     "key_space_problem",
+    "log_disk_problem",
     "machine_memory",
     "memory_problem",
     "routed_problem",
@@ -209,3 +213,42 @@ def windows_problem(
         f"{bytes_per_window:g} bytes each (is the column in seconds, or is a row's time wrong?)"
     )
     return memory_problem(windows * bytes_per_window, what, machine_bytes)
+
+
+BYTES_PER_ROW_ON_DISK = 48  # a segment's Parquet row (a 330-row segment: 13 KB with its footer)
+BYTES_PER_SEGMENT_FILE = 4096
+
+
+def free_space(path: Path) -> int:
+    """Bytes free on the file system that ``path`` (or its nearest existing parent) is on."""
+    p = path.resolve()
+    while not p.exists():
+        p = p.parent
+    return shutil.disk_usage(p).free
+
+
+def log_disk_problem(
+    scenario: Scenario, scale: float, segments: int, flag: str, free_bytes: int
+) -> str | None:
+    """Why ``segments`` ticks of ``scenario`` at ``scale``, written as an input log's segments
+    (after the scenario's end its ticks come round again), would not fit ``free_bytes``
+    (None: they fit), naming ``flag``.
+
+    >>> from core.scenario import load_model
+    >>> sc = load_model("scenarios/seed-groupby-window.yaml", Scenario)
+    >>> log_disk_problem(sc, 0.1, 300, "--segments", 50 * GIB) is None
+    True
+    >>> print(log_disk_problem(sc, 0.1, 10**9, "--segments", 50 * GIB))
+    --segments: 1,000,000,000 segments of 300,000,001,474 rows in all, at 48 bytes a row and 4096 a file: about 17225.7 GiB, more than the 50.0 GiB free where the log goes
+    """
+    per_tick = rates(scenario).sum(axis=1) * scale
+    laps, rest = divmod(segments, per_tick.size)
+    rows = laps * float(per_tick.sum()) + float(per_tick[:rest].sum())
+    need = rows * BYTES_PER_ROW_ON_DISK + segments * BYTES_PER_SEGMENT_FILE
+    if need <= free_bytes:
+        return None
+    return (
+        f"{flag}: {segments:,} segments of {rows:,.0f} rows in all, at {BYTES_PER_ROW_ON_DISK} "
+        f"bytes a row and {BYTES_PER_SEGMENT_FILE} a file: about {need / GIB:.1f} GiB, more than "
+        f"the {free_bytes / GIB:.1f} GiB free where the log goes"
+    )

@@ -6,7 +6,8 @@ library functions; the logic lives in the packages.
 * ``spark``: pipeline run, publish-operator, inject, cluster;
 * ``inputs``: input generate, import, profile;
 * ``verify``: pipeline verify;
-* ``daemon``: run, status, decisions, validate, report.
+* ``daemon``: run, status, decisions, validate, report;
+* ``resources``: what a command would ask of the machine (memory, disk), checked first.
 
 Exit codes: 0 success, 1 runtime failure, 2 usage or validation error, 3 environment not ready.
 """

@@ -245,22 +245,6 @@ def check_input_log(path: Path, flag: str) -> None:
         fail(f"{flag}: {e}")
 
 
-def check_segments(sc: ScenarioFile, scale: float) -> None:
-    """Exit 2 naming ``--scale`` when the busiest tick's input segment would not fit this
-    machine's memory (``core.footprint.segment_problem``), before anything is written."""
-    from core.footprint import machine_memory, segment_problem
-
-    if problem := segment_problem(sc, scale, machine_memory()):
-        fail(f"--scale: {problem}")
-
-
-def check_spark_run(master: str, sc: ScenarioFile, scale: float | None) -> None:
-    """``check_master``; ``check_segments`` for an input generated at ``scale`` (or None)."""
-    check_master(master)
-    if scale is not None:
-        check_segments(sc, scale)
-
-
 def check_master(master: str) -> None:
     """Exit 2 naming ``--master`` unless trimtab runs on it (``session.master_problem``), and
     3 when nothing listens at a standalone master's address, before Spark starts."""

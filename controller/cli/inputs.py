@@ -14,13 +14,13 @@ import typer
 
 from controller.cli.common import (
     app,
-    check_segments,
     fail,
     load,
     out_file,
     print_json,
     writable_dir,
 )
+from controller.cli.resources import check_segments
 
 input_app = typer.Typer(
     help="A pipeline's input log: generate it, import your own events, profile them.",
@@ -61,7 +61,7 @@ def input_generate(
     if lead_s is not None and (pace_s is None or lead_s >= pace_s):
         fail(f"--lead-s: {lead_s} needs --pace-s, and must be below it (got {pace_s})")
     sc = load(scenario)
-    check_segments(sc, scale)
+    check_segments(sc, scale, segments if segments is not None else sc.ticks, workdir)
     log = InputLog(workdir / "input")
     if log.closed:
         fail(f"{log.root}: the log is closed (the stream has ended); use a new workdir", 1)

@@ -15,7 +15,6 @@ from controller.cli.common import (
     adaptation_keys,
     app,
     check_input_log,
-    check_spark_run,
     err,
     fail,
     load,
@@ -27,6 +26,7 @@ from controller.cli.common import (
     table,
     writable_dir,
 )
+from controller.cli.resources import check_spark_run
 from controller.expectations import check_expectations, unmet
 from controller.scenario import ScenarioFile
 from partitioners.registry import NAMES as PARTITIONERS
@@ -245,7 +245,7 @@ def _check_replay_flags(
     scale (3 for a standalone master nothing listens at), or one that would be ignored."""
     _check_substrate(substrate)
     if substrate == "spark":  # the generated input's segments, unless --input gives them
-        check_spark_run(master, sc, None if input_dir is not None else ctx.params["scale"])
+        check_spark_run(master, sc, ctx.params)
     if partitioner is not None and partitioner not in PARTITIONERS:
         fail(f"--partitioner: unknown name {partitioner!r} (known: {', '.join(PARTITIONERS)})")
     if input_dir is not None and substrate != "spark":
@@ -411,7 +411,7 @@ def demo(
     if partitioner not in PARTITIONERS:
         fail(f"--partitioner: unknown name {partitioner!r} (known: {', '.join(PARTITIONERS)})")
     if substrate != "sim":
-        check_spark_run(master, sc, scale)
+        check_spark_run(master, sc, ctx.params)
     if substrate == "sim":
         from controller.placements import DEMO_PLACEMENTS
         from controller.replay import replay_sim

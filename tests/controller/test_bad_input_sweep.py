@@ -176,6 +176,26 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "--scale: the busiest tick's segment: 40,000,000,000 rows",
         ),
+        (  # wrote segment files until the disk was full
+            "an input log larger than the free disk",
+            [
+                "input",
+                "generate",
+                str(GW),
+                "--workdir",
+                str(tmp / "w-seg"),
+                "--segments",
+                "1000000000",
+            ],
+            2,
+            "--segments: 1,000,000,000 segments of",
+        ),
+        (
+            "a Spark replay's log larger than the free disk",
+            ["replay", str(GW), "--substrate", "spark", "--batches", "1000000000"],
+            2,
+            "--batches: 1,000,000,000 segments of",
+        ),
         (
             "a Spark replay's segments too large",
             ["replay", str(GW), "--substrate", "spark", "--scale", "1e7"],
