@@ -94,19 +94,6 @@ def key_stream(
     return out, scenario.tick_s
 
 
-def _read_table(path: Path) -> pd.DataFrame:
-    """A CSV, Parquet (``.parquet``) or JSON-lines (``.jsonl``) file as a frame."""
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".parquet":
-            return pd.read_parquet(path)
-        if suffix in (".jsonl", ".ndjson"):
-            return pd.read_json(path, lines=True)
-        return pd.read_csv(path)
-    except (ValueError, OSError, pd.errors.ParserError) as e:
-        raise ValueError(f"--trace: {path}: cannot be read ({str(e).splitlines()[0]})") from e
-
-
 def read_key_trace(
     path: Path,
     window_s: float = 1.0,
@@ -122,21 +109,24 @@ def read_key_trace(
     (their per-key state stays small). A trace without a time column needs ``window_rows``.
     """
     from partitioners.micro_batch import fold_key
-    from spark_adapter.event_import import stable_keys
+    from spark_adapter.event_import import event_format, read_events, row_place, stable_keys
 
     if (problem := file_problem(path)) is not None:
         raise ValueError(f"--trace: {problem}")
-    df = _read_table(path)
+    try:  # a name without a known suffix is read as CSV
+        df = read_events([path], event_format(path, None, default="csv"))
+    except ValueError as e:
+        raise ValueError(f"--trace: {e}") from e
     if key_col not in df.columns:
-        cols = ", ".join(map(str, df.columns))
+        cols = ", ".join(str(c) for c in df.columns if c not in ("_file", "_row"))
         raise ValueError(f"--key-col: {path} has no {key_col!r} column (columns: {cols})")
     if df.empty:
         raise ValueError(f"--trace: {path} has no rows")
     raw, bad_key, _ = stable_keys(df[key_col])
     if bad_key.any():
-        row = int(np.flatnonzero(bad_key)[0]) + 2
+        where = row_place(df, int(np.flatnonzero(bad_key)[0]))
         raise ValueError(
-            f"--trace: {path} row {row}: {key_col}: missing, negative, fractional or >= 2^53 "
+            f"--trace: {where}: {key_col}: missing, negative, fractional or >= 2^53 "
             "(keys are non-negative integers or strings)"
         )
     keys = fold_key(raw)
@@ -155,7 +145,7 @@ def read_key_trace(
     ts = pd.to_numeric(df[ts_col], errors="coerce").to_numpy(dtype=float)
     bad = np.flatnonzero(~np.isfinite(ts))
     if bad.size:
-        raise ValueError(f"--trace: {path} row {int(bad[0]) + 2}: {ts_col}: not a finite number")
+        raise ValueError(f"--trace: {row_place(df, int(bad[0]))}: {ts_col}: not a finite number")
     if window_s <= 0:
         raise ValueError(f"--window-s: must be > 0 (got {window_s})")
     span, per = float(ts.max() - ts.min()), BYTES_PER_WINDOW_ROUTED

@@ -7,7 +7,8 @@ event time is shifted to start at 0 and divided by ``speedup``; segment t holds 
 generator's; a tick without events has no segment (the next batch simply comes later). Keys may be integers (``0 <= key < 2^53``, exact as doubles) or strings, hashed
 stably to ``[0, 2^53)`` (pandas' fixed-key SipHash, the same in every process). A row whose
 time or value is not a finite number, or whose key is missing or out of range, is bad: bad
-rows are counted and reported with the first one's file, row and reason; above
+rows are counted and reported with the first one's place (``file:line`` in a CSV or JSON-lines
+file, ``file row N`` in Parquet) and reason; above
 ``max_bad_fraction`` nothing is written. The log is closed after the import (the stream has
 ended), so a pipeline driver closes every window at its end. No pyspark import.
 """
@@ -28,8 +29,10 @@ __all__ = [
     "EventImportError",
     "ImportReport",
     "checked_events",
+    "event_format",
     "import_events",
     "read_events",
+    "row_place",
     "stable_keys",
 ]
 
@@ -48,7 +51,7 @@ class ImportReport:
     rows_read: int
     rows_written: int
     bad_rows: int
-    first_bad: str  # "file:row: reason", or ""
+    first_bad: str  # "place: reason" (``row_place``), or ""
     segments: int
     span_s: float  # event-time span after the speedup
     string_keys: bool
@@ -58,7 +61,9 @@ class ImportReport:
         return dict(self.__dict__)
 
 
-def _format_of(path: Path, fmt: str | None) -> str:
+def event_format(path: Path, fmt: str | None, default: str | None = None) -> str:
+    """The format to read ``path`` as: ``fmt`` if given, else by its suffix, else ``default``
+    (None: an error asking for ``--format``)."""
     if fmt is not None:
         if fmt not in FORMATS:
             raise EventImportError(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}")
@@ -68,16 +73,19 @@ def _format_of(path: Path, fmt: str | None) -> str:
         return "jsonl"
     if suffix in FORMATS:
         return suffix
+    if default is not None:
+        return default
     raise EventImportError(f"{path}: cannot tell the format from the name; give --format")
 
 
 def read_events(paths: list[Path], fmt: str | None = None) -> pd.DataFrame:
-    """The files' rows as one frame, with ``_file`` and ``_row`` (1-based data row) columns."""
-    frames = []
+    """The files' rows as one frame, with ``_file`` and ``_row`` (1-based data row) columns;
+    ``attrs["formats"]`` maps each file to the format it was read as (for ``row_place``)."""
+    frames, formats = [], dict[str, str]()
     for p in paths:
         if not p.is_file():
             raise EventImportError(f"{p}: file not found")
-        kind = _format_of(p, fmt)
+        kind = event_format(p, fmt)
         try:
             if kind == "csv":
                 df = pd.read_csv(p)
@@ -88,7 +96,27 @@ def read_events(paths: list[Path], fmt: str | None = None) -> pd.DataFrame:
         except (ValueError, OSError, pd.errors.ParserError) as e:
             raise EventImportError(f"{p}: not readable as {kind} ({str(e).splitlines()[0]})") from e
         frames.append(df.assign(_file=str(p), _row=np.arange(1, len(df) + 1)))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        formats[str(p)] = kind
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    out.attrs["formats"] = formats
+    return out
+
+
+def row_place(events: pd.DataFrame, i: int) -> str:
+    """Where row ``i`` of ``read_events``'s frame is, as an editor shows it: ``file:line`` in
+    a CSV (the header is line 1) or JSON-lines file, ``file row N`` in Parquet. Blank lines,
+    which the readers skip, are not counted.
+
+    >>> df = pd.DataFrame({"_file": ["a.csv", "b.jsonl", "c.parquet"], "_row": [1, 1, 1]})
+    >>> df.attrs["formats"] = {"a.csv": "csv", "b.jsonl": "jsonl", "c.parquet": "parquet"}
+    >>> [row_place(df, i) for i in range(3)]
+    ['a.csv:2', 'b.jsonl:1', 'c.parquet row 1']
+    """
+    file, row = str(events["_file"].iat[i]), int(events["_row"].iat[i])
+    kind = events.attrs.get("formats", {}).get(file, "csv")
+    if kind == "parquet":
+        return f"{file} row {row}"
+    return f"{file}:{row + 1 if kind == 'csv' else row}"
 
 
 def stable_keys(col: pd.Series) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -146,7 +174,7 @@ class CheckedEvents:
     raw_keys: np.ndarray  # the key column as given (strings before hashing)
     rows_read: int
     bad_rows: int
-    first_bad: str  # "file:row: reason", or ""
+    first_bad: str  # "place: reason" (``row_place``), or ""
     string_keys: bool
 
 
@@ -166,7 +194,7 @@ def checked_events(
     first = ""
     if n_bad:
         i = int(np.flatnonzero(bad)[0])
-        first = f"{df['_file'].iat[i]}:{int(df['_row'].iat[i])}: {why[i]}"
+        first = f"{row_place(df, i)}: {why[i]}"
     if n_bad == len(df):
         raise EventImportError(f"every row is bad; first: {first}")
     order = np.argsort(clean["ts"].to_numpy()[~bad], kind="stable")

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -54,7 +55,7 @@ def test_string_keys_hash_alike_in_every_process(tmp_path: Path) -> None:
 def test_bad_rows_are_counted_never_dropped_silently(tmp_path: Path) -> None:
     ev = tmp_path / "ev.csv"
     ev.write_text("ts,key,v\n0,1,2\nnan,2,2\n1,-3,2\n2,4,inf\n3,5,1\n")
-    with pytest.raises(EventImportError, match=r"3 of 5 rows are bad.*ev.csv:2: ts"):
+    with pytest.raises(EventImportError, match=r"3 of 5 rows are bad.*ev.csv:3: ts"):
         import_events([ev], InputLog(tmp_path / "a"), "s", 1.0, value_col="v")
     assert InputLog(tmp_path / "a").segments() == []  # nothing written
     rep = import_events(
@@ -65,6 +66,37 @@ def test_bad_rows_are_counted_never_dropped_silently(tmp_path: Path) -> None:
         import_events([ev], InputLog(tmp_path / "b"), "s", 1.0, max_bad_fraction=1.0)
     with pytest.raises(EventImportError, match="--ts-col: no column 'time'"):
         import_events([ev], InputLog(tmp_path / "c"), "s", 1.0, ts_col="time")
+
+
+@pytest.mark.parametrize(
+    ("name", "write", "place"),
+    [
+        ("ev.csv", lambda f: f.write_text("ts,key\n0,1\n1,2\nx,3\n"), "ev.csv:4"),
+        (
+            "ev.jsonl",
+            lambda f: f.write_text(
+                '{"ts": 0, "key": 1}\n{"ts": 1, "key": 2}\n{"ts": "x", "key": 3}\n'
+            ),
+            "ev.jsonl:3",
+        ),
+        (
+            "ev.parquet",
+            lambda f: pd.DataFrame({"ts": [0.0, 1.0, np.nan], "key": [1, 2, 3]}).to_parquet(f),
+            "ev.parquet row 3",
+        ),
+    ],
+)
+def test_a_bad_row_is_named_where_an_editor_finds_it(tmp_path: Path, name, write, place) -> None:  # type: ignore[no-untyped-def]
+    """The third event is bad: a CSV names its line (the header is line 1), a JSON-lines
+    file its line, Parquet its row; `partition --trace` names the same place."""
+    from controller.partition import read_key_trace
+
+    ev = tmp_path / name
+    write(ev)
+    with pytest.raises(EventImportError, match=rf"first: .*{place}: ts: not a finite number"):
+        import_events([ev], InputLog(tmp_path / "a"), "s", 1.0)
+    with pytest.raises(ValueError, match=rf"--trace: .*{place}: ts: not a finite number"):
+        read_key_trace(ev)
 
 
 def test_imported_events_replay_on_spark_exactly(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
