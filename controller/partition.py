@@ -94,6 +94,25 @@ def key_stream(
     return out, scenario.tick_s
 
 
+def _read_trace(path: Path, key_col: str) -> pd.DataFrame:
+    """The trace's rows, read as ``input import`` reads events (a name without a known
+    suffix as CSV), with its key column and at least one row."""
+    from spark_adapter.event_import import event_format, read_events
+
+    if (problem := file_problem(path)) is not None:
+        raise ValueError(f"--trace: {problem}")
+    try:
+        df = read_events([path], event_format(path, None, default="csv"))
+    except ValueError as e:
+        raise ValueError(f"--trace: {e}") from e
+    if key_col not in df.columns:
+        cols = ", ".join(str(c) for c in df.columns if c not in ("_file", "_row"))
+        raise ValueError(f"--key-col: {path} has no {key_col!r} column (columns: {cols})")
+    if df.empty:
+        raise ValueError(f"--trace: {path} has no rows")
+    return df
+
+
 def read_key_trace(
     path: Path,
     window_s: float = 1.0,
@@ -109,19 +128,9 @@ def read_key_trace(
     (their per-key state stays small). A trace without a time column needs ``window_rows``.
     """
     from partitioners.micro_batch import fold_key
-    from spark_adapter.event_import import event_format, read_events, row_place, stable_keys
+    from spark_adapter.event_import import row_place, stable_keys
 
-    if (problem := file_problem(path)) is not None:
-        raise ValueError(f"--trace: {problem}")
-    try:  # a name without a known suffix is read as CSV
-        df = read_events([path], event_format(path, None, default="csv"))
-    except ValueError as e:
-        raise ValueError(f"--trace: {e}") from e
-    if key_col not in df.columns:
-        cols = ", ".join(str(c) for c in df.columns if c not in ("_file", "_row"))
-        raise ValueError(f"--key-col: {path} has no {key_col!r} column (columns: {cols})")
-    if df.empty:
-        raise ValueError(f"--trace: {path} has no rows")
+    df = _read_trace(path, key_col)
     raw, bad_key, _ = stable_keys(df[key_col])
     if bad_key.any():
         where = row_place(df, int(np.flatnonzero(bad_key)[0]))
