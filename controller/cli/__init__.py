@@ -15,7 +15,8 @@ Exit codes: 0 success, 1 runtime failure, 2 usage or validation error, 3 environ
 from __future__ import annotations
 
 from controller.cli import daemon, inputs, offline, replays, spark, verify
-from controller.cli.common import SPARK_KEYS, SUMMARY_KEYS, app
+from controller.cli.common import app
+from controller.cli.tables import SPARK_KEYS, SUMMARY_KEYS
 
 __all__ = ["SPARK_KEYS", "SUMMARY_KEYS", "app", "main"]
 

@@ -1,4 +1,4 @@
-"""What every command shares: the Typer app, error exits, loading a scenario, tables.
+"""What every command shares: the Typer app, error exits, loading a scenario.
 
 Exit codes: 0 success, 1 runtime failure, 2 usage or validation error, 3 environment not ready,
 4 a replay that did not meet its scenario's ``expect:`` block.
@@ -17,7 +17,6 @@ from typing import Any, NoReturn
 import numpy as np
 import typer
 from rich.console import Console
-from rich.table import Table
 from typer import _click as click  # typer vendors click: its exceptions are these
 from typer.core import TyperGroup
 
@@ -25,8 +24,6 @@ from controller.scenario import ScenarioFile, load_scenario
 from core.scenario import ScenarioError
 
 __all__ = [
-    "SPARK_KEYS",
-    "SUMMARY_KEYS",
     "app",
     "check_input_log",
     "check_master",
@@ -38,8 +35,6 @@ __all__ = [
     "names",
     "print_json",
     "progress",
-    "table",
-    "with_unit",
     "writable_dir",
 ]
 
@@ -102,54 +97,6 @@ app = typer.Typer(
     help="trimtab: steer a stream-processing pipeline.",
 )
 err = Console(stderr=True)
-
-
-def show(renderable: Any, widen: bool = True) -> None:
-    """Print a table whole. A console that is not a terminal (piped or redirected) is 80
-    columns, which cut names and numbers to an ellipsis ("3.179e-…"): a table of figures
-    (``widen``) prints there at its natural width, unless ``COLUMNS`` sets one. A table of
-    prose (decisions' reasons, status) keeps the width; its long cells fold onto more lines,
-    as every table's do where it is wider than the width (columns fold rather than cut)."""
-    c = Console()
-    if widen and not c.is_terminal and "COLUMNS" not in os.environ:  # a width set is kept
-        natural = Console(width=10_000).measure(renderable).maximum  # unclamped by 80
-        c = Console(width=max(c.width, natural))
-    c.print(renderable)
-
-
-SPARK_KEYS = (
-    "batches",
-    "batch_duration_p50",
-    "batch_duration_p99",
-    "rows_in",
-    "rows_out",
-    "rows_dropped",
-    "state_rows_moved",
-    "partials_merged",
-    "output_matches_reference",
-)
-# what a replay with --calibration predicts (the simulator's model of the Spark run)
-PREDICTED_KEYS = (
-    "predicted_batch_duration_p50",
-    "predicted_batch_duration_p99",
-    "predicted_busiest_partition_s_p50",
-    "predicted_live_batch_duration_p50",
-    "predicted_live_batch_duration_p99",
-    "predicted_live_latency_p50_s",
-    "predicted_live_latency_p99_s",
-    "predicted_live_backlog_max",
-    "predicted_live_batches",
-)
-SUMMARY_KEYS = (
-    "throughput",
-    "mean_latency",
-    "p99_latency",
-    "node_load_variance_mean",
-    "mean_pairwise_node_correlation",
-    "migrations",
-    "dropped_fraction",
-    "lost_tuples",
-)
 
 
 def _finite(x: Any, replaced: list[str], where: str = "") -> Any:
@@ -286,108 +233,6 @@ def names(text: str, flag: str) -> list[str]:
         if out.count(x) > 1:
             fail(f"{flag}: {x!r} is named twice")
     return out
-
-
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "n/a"  # not measured (e.g. no batch timed)
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
-
-
-def table(rows: list[dict[str, Any]], keys: tuple[str, ...], label: str) -> Table:
-    """Metrics down the side, one column per run (fits a terminal for several runs)."""
-    t = Table(title=None)
-    t.add_column("metric", overflow="fold")
-    for r in rows:
-        t.add_column(str(r.get(label, "")), justify="right", overflow="fold")
-    for k in keys:
-        t.add_row(with_unit(k), *(_fmt(r.get(k, "")) for r in rows))
-    return t
-
-
-def adaptation_keys(rows: list[dict[str, Any]]) -> tuple[str, ...]:
-    """Each row's ``adaptation`` (one entry per drift or fault time) as table keys, set on
-    the rows in place; the keys in time order. Rounds that never came back read "never".
-
-    >>> rows = [{"adaptation": [{"at_s": 600.0, "latency_before_s": 0.01,
-    ...     "latency_after_s": 0.07, "adaptation_rounds": None}]}]
-    >>> keys = adaptation_keys(rows)
-    >>> keys[-1], rows[0][keys[-1]]
-    ('adaptation_rounds after 600 s', 'never')
-    """
-
-    def cells(a: dict[str, Any]) -> dict[str, Any]:
-        at, rounds = f"{a['at_s']:g} s", a["adaptation_rounds"]
-        return {
-            f"latency before {at} (s)": a["latency_before_s"],
-            f"latency after {at} (s)": a["latency_after_s"],
-            f"adaptation_rounds after {at}": "never" if rounds is None else rounds,
-        }
-
-    keys: dict[str, None] = {}
-    changes = sorted({a["at_s"]: a for r in rows for a in r.get("adaptation") or []}.items())
-    for _, a in changes:
-        keys.update(dict.fromkeys(cells(a)))
-    for r in rows:
-        for a in r.get("adaptation") or []:
-            r.update({k: "" if v is None else v for k, v in cells(a).items()})
-    return tuple(keys)
-
-
-UNITS = {
-    "throughput": "tuples/s",
-    "weighted_throughput": "tuples/s",
-    "mean_latency": "s",
-    "p99_latency": "s",
-    "batch_duration_p50": "s",
-    "batch_duration_p99": "s",
-    "predicted_batch_duration_p50": "s",
-    "predicted_batch_duration_p99": "s",
-    "predicted_busiest_partition_s_p50": "s",
-    "predicted_live_batch_duration_p50": "s",
-    "predicted_live_batch_duration_p99": "s",
-    "predicted_live_latency_p50_s": "s",
-    "predicted_live_latency_p99_s": "s",
-    "predicted_live_backlog_max": "segments",
-    "predicted_live_batches": "batches",
-    "wall_s": "s",
-    "node_load_variance_mean": "cores²",
-    "node_mean_load_max": "cores",
-    "node_mean_load_min": "cores",
-    "mean_pairwise_node_correlation": "-1..1",
-    "migrations": "moves",
-    "dropped_fraction": "0..1",
-    "rows_in": "rows",
-    "rows_out": "rows",
-    "rows_dropped": "rows",
-    "lost_tuples": "tuples",
-    "duplicate_tuples": "tuples",
-    "duplicates_suppressed": "tuples",
-    "corrections": "tuples",
-    "latency_tentative_mean": "s",
-    "latency_first_p99": "s",
-    "latency_stable_mean": "s",
-    "latency_stable_p99": "s",
-    "state_rows_moved": "rows",
-    "partials_merged": "partials",
-    "imbalance_mean": "max/mean - 1",
-    "imbalance_p95": "max/mean - 1",
-    "fragmentation_mean": "workers/key",
-    "fragmentation_max": "workers/key",
-    "aggregation_cost_mean": "partials",
-    "routing_us_per_key": "us",
-    "lambda_max_mean": "x fair share",
-}
-
-
-def with_unit(key: str) -> str:
-    """A summary key with its unit, for table headers.
-
-    >>> with_unit("mean_latency"), with_unit("scenario")
-    ('mean_latency (s)', 'scenario')
-    """
-    unit = UNITS.get(key)
-    return f"{key} ({unit})" if unit else key
 
 
 def progress(enabled: bool) -> Any:

@@ -11,13 +11,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from controller.cli.common import (
-    app,
-    err,
-    fail,
-    print_json,
-    show,
-)
+from controller.cli.common import app, err, fail, print_json
+from controller.cli.tables import show
 from core.scenario import ScenarioError
 
 

@@ -12,14 +12,7 @@ from typing import Annotated
 
 import typer
 
-from controller.cli.common import (
-    app,
-    fail,
-    load,
-    out_file,
-    print_json,
-    writable_dir,
-)
+from controller.cli.common import app, fail, load, out_file, print_json, writable_dir
 from controller.cli.resources import check_segments
 
 input_app = typer.Typer(

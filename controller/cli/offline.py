@@ -10,16 +10,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from controller.cli.common import (
-    app,
-    fail,
-    load,
-    names,
-    out_file,
-    print_json,
-    show,
-    table,
-)
+from controller.cli.common import app, fail, load, names, out_file, print_json
+from controller.cli.tables import show, table
 
 
 @app.command("place")

@@ -9,10 +9,6 @@ from typing import Annotated, Any
 import typer
 
 from controller.cli.common import (
-    PREDICTED_KEYS,
-    SPARK_KEYS,
-    SUMMARY_KEYS,
-    adaptation_keys,
     app,
     check_input_log,
     err,
@@ -22,11 +18,17 @@ from controller.cli.common import (
     note_idle_partitions,
     print_json,
     progress,
-    show,
-    table,
     writable_dir,
 )
 from controller.cli.resources import check_spark_run
+from controller.cli.tables import (
+    PREDICTED_KEYS,
+    SPARK_KEYS,
+    SUMMARY_KEYS,
+    adaptation_keys,
+    show,
+    table,
+)
 from controller.expectations import check_expectations, unmet
 from controller.scenario import ScenarioFile
 from partitioners.registry import NAMES as PARTITIONERS

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from controller.cli import app
-from controller.cli.common import _fmt
+from controller.cli.tables import _fmt
 from tests.conftest import SCENARIOS
 
 PLACEMENTS = "llf,random,correlation-oneway,correlation-twoway,correlation-selective,rod"
@@ -57,3 +57,17 @@ def test_the_shed_table_keeps_every_location_when_piped() -> None:
     for x in rows:
         for loc in x["keep"]:
             assert f"{loc}=" in r.output, loc
+
+
+def test_runs_whose_figures_all_print_alike_are_named_under_the_table() -> None:
+    """Three methods giving identical rows is a finding: on `zipf-moderate` (one unit per
+    node, equal nodes) every placement is a relabelling of the same one, and the table says
+    so under it; on `bursty-rod` the methods differ and nothing is said."""
+    place = ["place", "--points", "1024", "--algorithm", "rod,llf,random"]
+    tied = CliRunner().invoke(app, [*place[:1], str(SCENARIOS / "zipf-moderate.yaml"), *place[1:]])
+    assert tied.exit_code == 0, tied.output
+    assert "the same figures: rod = llf = random" in tied.output, tied.output
+    apart = CliRunner().invoke(app, [*place[:1], str(SCENARIOS / "bursty-rod.yaml"), *place[1:]])
+    assert apart.exit_code == 0, apart.output
+    assert len(set(map(tuple, zip(*cells(apart.output).values(), strict=True)))) == 3
+    assert "the same figures" not in apart.output, apart.output

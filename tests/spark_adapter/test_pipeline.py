@@ -319,7 +319,7 @@ def test_a_replay_that_timed_no_batch_reports_no_timing(spark, tmp_path: Path) -
     so (None, "n/a" in the table) instead of reporting 0 s and 0 rows/s."""
     import yaml
 
-    from controller.cli.common import SPARK_KEYS, table
+    from controller.cli.tables import SPARK_KEYS, table
     from controller.spark_replay import replay_spark
 
     d = yaml.safe_load((SCENARIOS / "seed-groupby-window.yaml").read_text())
