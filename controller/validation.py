@@ -76,9 +76,10 @@ KIND_USE = {  # each kind: what it is, and what takes it
 def other_kind(path: Path, want: str) -> str | None:
     """What ``path`` is when it is plainly not a ``want`` file (another trimtab kind, or none),
     as one line's problem; None when it may be one (its own loader then names the fields)."""
+    text, _ = read_text(path)  # checked first: a device (/dev/zero) would be read forever
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        data = yaml.safe_load(text) if text is not None else None
+    except yaml.YAMLError:
         return None
     kind = file_kind(data)
     if data is None or kind == want:

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from core.files import file_problem
 from spark_adapter.source import SEGMENT_ID_BITS, InputLog, first_event_id
 
 __all__ = [
@@ -83,8 +84,8 @@ def read_events(paths: list[Path], fmt: str | None = None) -> pd.DataFrame:
     ``attrs["formats"]`` maps each file to the format it was read as (for ``row_place``)."""
     frames, formats = [], dict[str, str]()
     for p in paths:
-        if not p.is_file():
-            raise EventImportError(f"{p}: file not found")
+        if (problem := file_problem(p, named=False)) is not None:
+            raise EventImportError(f"{p}: {problem}")
         kind = event_format(p, fmt)
         try:
             if kind == "csv":

@@ -4,6 +4,8 @@ one gets exit 2 (or 3 for the environment), one line naming where and what, no t
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -138,7 +140,7 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "binary.yaml: not a UTF-8 text file (byte 6 is not UTF-8)",
         ),
-        ("device scenario", ["replay", "/dev/null"], 2, "/dev/null is not a regular file"),
+        ("device scenario", ["replay", "/dev/null"], 2, "/dev/null: not a regular file"),
         (  # its key probabilities filled the machine's 24 GB
             "a key space too large to model",
             ["partition", str(SCENARIOS / "zipf-moderate.yaml"), "--keys", "1000000000"],
@@ -466,7 +468,7 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "--at or --peak, not both",
         ),
-        ("scenario is a directory", ["place", str(tmp / "st")], 2, "is a directory, not a file"),
+        ("scenario is a directory", ["place", str(tmp / "st")], 2, "st: a directory, not a file"),
         (
             "trace flag, no trace",
             ["partition", good, "--key-col", "uid"],
@@ -1007,3 +1009,30 @@ def test_an_environment_variable_is_blamed_not_the_file(monkeypatch) -> None:  #
     r = CliRunner().invoke(app, ["validate", str(ROOT / "examples" / "controller.yaml")])
     assert r.exit_code == 2
     assert r.stderr.startswith("error: environment TRIMTAB_METRICS__PORT: metrics.port")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["replay", "/dev/zero"],
+        ["compare", "/dev/zero"],
+        ["validate", "/dev/zero"],
+        ["run", "--config", "/dev/zero"],
+        ["replay", str(SCENARIOS / "zipf-moderate.yaml"), "--calibration", "/dev/zero"],
+        ["input", "profile", "/dev/zero"],  # named "file not found" before
+    ],
+    ids=["replay", "compare", "validate", "run-config", "calibration", "events"],
+)
+def test_a_device_that_never_ends_is_refused_not_read(argv: list[str]) -> None:
+    """A device given for a file is refused by name before a byte is read: `replay /dev/zero`
+    and `run --config /dev/zero` read it forever (the wrong-kind hint read the file without
+    the check), holding the terminal and filling memory."""
+    exe = Path(sys.executable).with_name("trimtab")
+    r = subprocess.run([exe, *argv], capture_output=True, text=True, timeout=15)
+    assert r.returncode == 2, r.stderr
+    assert (
+        r.stderr.strip()
+        == "error: "
+        + ("--calibration: " if "--calibration" in argv else "")
+        + "/dev/zero: not a regular file (a device or a pipe)"
+    ), r.stderr
