@@ -26,6 +26,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from core.files import file_problem
 from core.lease import StaleEpochError, is_busy, read_lease
 from core.plans import Plan
 
@@ -66,8 +67,8 @@ class DecisionLog:
         """Open an existing decision log for reading: the file is never written, and a file
         that is not a trimtab decision log is refused (``DecisionLogError`` naming why)."""
         p = Path(path)
-        if not p.is_file():
-            raise DecisionLogError(f"{p}: no such file")
+        if (problem := file_problem(p, named=False)) is not None:
+            raise DecisionLogError(f"{p}: {problem}")
         with open(p, "rb") as f:
             if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
                 raise DecisionLogError(f"{p}: not a trimtab decision log (not an SQLite file)")

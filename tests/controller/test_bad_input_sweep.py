@@ -141,6 +141,18 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             "binary.yaml: not a UTF-8 text file (byte 6 is not UTF-8)",
         ),
         ("device scenario", ["replay", "/dev/null"], 2, "/dev/null: not a regular file"),
+        (  # both said "no such file"
+            "decision log a directory",
+            ["decisions", "--decision-log", str(tmp / "st")],
+            2,
+            "st: a directory, not a file",
+        ),
+        (
+            "decision log a device",
+            ["decisions", "--decision-log", "/dev/zero"],
+            2,
+            "--decision-log: /dev/zero: not a regular file (a device or a pipe)",
+        ),
         (  # its key probabilities filled the machine's 24 GB
             "a key space too large to model",
             ["partition", str(SCENARIOS / "zipf-moderate.yaml"), "--keys", "1000000000"],
