@@ -1,6 +1,8 @@
 """Which ``controller.placement`` settings each placement method reads, so that a setting it
 would ignore (a misspelt parameter, another method's, pins without the method that places
-them) is refused by name when the scenario or config is loaded, not dropped at run time."""
+them) is refused by name when the scenario or config is loaded, not dropped at run time; and
+the values each parameter takes (``RANGES``), so that one the method cannot use (a negative
+threshold, a fractional round count) is refused the same way."""
 
 from __future__ import annotations
 
@@ -9,7 +11,14 @@ from collections.abc import Mapping
 from controller.placements import PLACEMENTS
 from placement.correlation import CorrelationParams
 
-__all__ = ["PARAMS", "method_problem", "pin_problem", "placement_problem"]
+__all__ = [
+    "PARAMS",
+    "RANGES",
+    "method_problem",
+    "pin_problem",
+    "placement_problem",
+    "value_problem",
+]
 
 CORRELATION_PARAMS = (
     *CorrelationParams.__dataclass_fields__,
@@ -23,6 +32,57 @@ PARAMS: dict[str, tuple[str, ...]] = {
     **{f"correlation-{m}": CORRELATION_PARAMS for m in ("oneway", "twoway", "selective")},
 }
 """The ``params`` each method reads (a method not listed takes none)."""
+
+
+INF = float("inf")
+RANGES: dict[str, tuple[float, float, str]] = {
+    # name: (low, high, kind); kind "[]" "(]" "[)" "()" bounds a number, "int" an integer in
+    # [low, high]. Correlations and scores lie in [-1, 1]; loads are fractions of a node.
+    "pair_threshold": (0.0, 1.0, "(]"),  # a node pair's mean-load gap
+    "load_threshold": (0.0, 1.0, "[]"),  # the least mean load a unit moves with
+    "selective_threshold": (-1.0, 1.0, "[]"),  # a move's score
+    "improve_threshold": (-1.0, 1.0, "[]"),  # a correlation
+    "beta": (0.0, INF, "[)"),  # std's weight in the divergent load
+    "min_samples": (2, INF, "int"),  # a correlation needs two samples
+    "refine_steps": (0, INF, "int"),
+    "greedy_block": (0, INF, "int"),
+    "improve_units": (0.0, 1.0, "(]"),  # a share of all units
+    "overload_threshold": (0.0, 1.0, "(]"),  # a node load
+    "gain_horizon_s": (0.0, INF, "()"),
+    "stale_trigger": (0, 1, "int"),  # off or on
+    "stale_factor": (1.0, INF, "[)"),  # "worse by a factor": below 1 it fires when better
+    "stale_rounds": (1, INF, "int"),
+    "seed": (0, INF, "int"),
+    "search_rounds": (0, INF, "int"),
+    "search_max_units": (0, INF, "int"),
+}
+"""The values each parameter of ``PARAMS`` takes."""
+
+
+def value_problem(name: str, value: float) -> str | None:
+    """Why ``value`` is not one parameter ``name`` takes (None: it is, or ``name`` has no rule).
+
+    >>> value_problem("stale_factor", 0.5)
+    'must lie in [1, inf) (got 0.5)'
+    >>> value_problem("stale_rounds", 2.5)
+    'must be a whole number of at least 1 (got 2.5)'
+    >>> value_problem("stale_trigger", 7)
+    'must be a whole number in [0, 1] (got 7)'
+    >>> value_problem("pair_threshold", 1.0) is None
+    True
+    """
+    if name not in RANGES:
+        return None
+    lo, hi, kind = RANGES[name]
+    got = f"(got {value:g})"
+    if kind == "int":
+        if float(value).is_integer() and lo <= value <= hi:
+            return None
+        span = f"of at least {lo:g}" if hi == INF else f"in [{lo:g}, {hi:g}]"
+        return f"must be a whole number {span} {got}"
+    above = value > lo if kind[0] == "(" else value >= lo
+    below = value < hi if kind[1] == ")" else value <= hi
+    return None if above and below else f"must lie in {kind[0]}{lo:g}, {hi:g}{kind[1]} {got}"
 
 
 def method_problem(names: Mapping[str, str | None]) -> str | None:
@@ -61,6 +121,9 @@ def placement_problem(
             known = f" ({name} is a parameter of {owners})" if owners else ""
             return f"params.{name}: {methods} reads no params{known}"
         return f"params.{name}: not a parameter of {methods} (it reads {', '.join(sorted(takes))})"
+    for name, value in sorted(params.items()):
+        if (bad := value_problem(name, float(value))) is not None:  # type: ignore[arg-type]
+            return f"params.{name}: {bad}"
     if pins and "fixed" not in used:
         return f"fixed: pins are placed by method 'fixed' alone (method is {method!r})"
     return None

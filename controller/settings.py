@@ -80,16 +80,6 @@ class PlacementSettings(BaseModel):
             data["params"] = params
         return data
 
-    @model_validator(mode="after")
-    def _ranges(self) -> PlacementSettings:
-        pt = self.params.get("pair_threshold")
-        if pt is not None and not 0 < pt <= 1:
-            raise ValueError(f"placement.pair_threshold: must lie in (0, 1] (got {pt})")
-        lt = self.params.get("load_threshold")
-        if lt is not None and not 0 <= lt <= 1:
-            raise ValueError(f"placement.load_threshold: must lie in [0, 1] (got {lt})")
-        return self
-
 
 class SheddingSettings(BaseModel):
     """Load shedding: the method and the headroom it plans against."""

@@ -355,15 +355,19 @@ _RATE_TAGS = set(RATE_KINDS)
 
 
 def format_validation_error(err: ValidationError) -> list[str]:
-    """One line per error: ``dotted.path: message (got value)``."""
+    """One line per error: ``dotted.path: message (got value)``; a check of our own that was
+    handed a list or mapping names the bad value itself, so its line ends at the message."""
     lines = []
     for e in err.errors():
         got = e.get("input")
         shown = repr(got) if not isinstance(got, dict | list) else type(got).__name__
-        msg = str(e["msg"]).removeprefix("Value error, ")
+        msg = str(e["msg"])
+        ours, msg = msg.startswith("Value error, "), msg.removeprefix("Value error, ")
         loc = _format_loc(tuple(e["loc"]))
         if loc == "(root)" and ": " in msg:  # model-level checks name their own field path
             lines.append(msg)
+        elif ours and isinstance(got, dict | list):
+            lines.append(f"{loc}: {msg}")
         else:
             lines.append(f"{loc}: {msg} (got {shown})")
     return lines

@@ -121,6 +121,44 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "controller.placement.params.stale_trigger: least-loaded reads no params",
         ),
+        (  # a factor below 1 fired the stale-placement trigger on a placement that was better
+            "scenario param out of its range",
+            [
+                "replay",
+                sc(
+                    "t42",
+                    lambda d: d["controller"].update(
+                        placement={"method": "correlation-twoway", "params": {"stale_factor": -1}}
+                    ),
+                ),
+            ],
+            2,
+            "controller.placement.params.stale_factor: must lie in [1, inf) (got -1)",
+        ),
+        (  # pair_threshold beside the method, as the shorthand: named under params
+            "scenario pair threshold out of range",
+            [
+                "validate",
+                sc(
+                    "t43",
+                    lambda d: d["controller"].update(
+                        placement={"method": "correlation-oneway", "pair_threshold": -5}
+                    ),
+                ),
+            ],
+            2,
+            "controller.placement.params.pair_threshold: must lie in (0, 1] (got -5)",
+        ),
+        (
+            "config param not a whole number",
+            [
+                "run",
+                "--config",
+                cf("c42", lambda d: d["placement"].update(params={"stale_rounds": 2.5})),
+            ],
+            2,
+            "placement.params.stale_rounds: must be a whole number of at least 1 (got 2.5)",
+        ),
         (  # pins with a method that ignores them
             "scenario pins without fixed",
             [

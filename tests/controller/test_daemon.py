@@ -143,6 +143,21 @@ def test_prometheus_endpoint_serves_metrics_on_loopback(tmp_path: Path) -> None:
         d.telemetry.serve("0.0.0.0", 0)
 
 
+def test_a_check_that_names_the_value_is_not_followed_by_its_type(tmp_path: Path) -> None:
+    """Our own checks name the bad value; a list handed to one is not then named as 'list'
+    (the line ended '... is not HH:MM-HH:MM (got list)')."""
+    f = tmp_path / "c.yaml"
+    f.write_text(yaml.safe_dump({"control": {"blackout_windows_utc": ["22:00-23:00", "25:00-1"]}}))
+    with pytest.raises(ConfigError) as ei:
+        load_settings(f)
+    assert str(ei.value).endswith(
+        "control.blackout_windows_utc: blackout window '25:00-1' is not HH:MM-HH:MM"
+    ), str(ei.value)
+    f.write_text(yaml.safe_dump({"control": {"interval_s": [1, 2]}}))  # pydantic's own: typed
+    with pytest.raises(ConfigError, match=r"control.interval_s: .* \(got list\)"):
+        load_settings(f)
+
+
 @pytest.mark.parametrize(
     ("doc", "expected"),
     [
