@@ -66,7 +66,9 @@ class ControlSettings(BaseModel):
     """The control loop."""
 
     model_config = _STRICT
-    interval_s: float = Field(10.0, gt=0, le=3600, description="seconds between control rounds")
+    interval_s: float = Field(  # the scheduler ran a sub-microsecond interval once a second
+        10.0, ge=0.01, le=3600, description="seconds between control rounds (0.01 to 3600)"
+    )
     misfire_grace_s: float | None = Field(None, gt=0, description="default: one interval")
     window_samples: int = Field(10, ge=3, le=1000, description="load samples per window (k)")
     dry_run: bool = Field(False, description="compute and log plans, apply nothing")

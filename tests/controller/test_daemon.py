@@ -162,6 +162,10 @@ def test_a_check_that_names_the_value_is_not_followed_by_its_type(tmp_path: Path
     ("doc", "expected"),
     [
         ({"control": {"interval_s": 0}}, "control.interval_s"),
+        (  # the scheduler ran it once a second, not as asked
+            {"control": {"interval_s": 1e-9}},
+            "control.interval_s: Input should be greater than or equal to 0.01 (got 1e-09)",
+        ),
         ({"control": {"interval_s": "soon"}}, "control.interval_s"),
         ({"control": {"bogus": 1}}, "control.bogus"),
         ({"control": {"blackout_windows_utc": ["25:00-26:00"]}}, "control.blackout_windows_utc"),
