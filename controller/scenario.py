@@ -95,6 +95,21 @@ class ScenarioFile(Scenario):
                 raise ValueError(f"controller.scaling.{field}: {k} exceeds the cluster's {n} nodes")
         return self
 
+    @model_validator(mode="after")
+    def _rounds_on_ticks(self) -> ScenarioFile:
+        """A control round falls on a tick: an interval of 2.5 ticks ran every 2, unsaid. The
+        default interval (10 s) is left to the nearest whole number of ticks, at least one."""
+        iv, tick = self.controller.interval_s, self.tick_s
+        ticks = iv / tick
+        if "interval_s" not in self.controller.model_fields_set:
+            return self
+        if ticks < 1 - 1e-9 or abs(ticks - round(ticks)) > 1e-9 * ticks:
+            raise ValueError(
+                f"controller.interval_s: {iv:g} s is not a whole number of ticks (tick_s "
+                f"{tick:g} s), and a control round falls on a tick"
+            )
+        return self
+
     def with_controller(self, **changes: Any) -> ScenarioFile:
         """A copy whose controller settings have ``changes`` (nested models as models)."""
         return self.model_copy(update={"controller": self.controller.model_copy(update=changes)})

@@ -159,6 +159,12 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "placement.params.stale_rounds: must be a whole number of at least 1 (got 2.5)",
         ),
+        (  # rounded to 2 ticks without a word
+            "scenario interval between ticks",
+            ["replay", sc("t44", lambda d: d["controller"].update(interval_s=2.5))],
+            2,
+            "controller.interval_s: 2.5 s is not a whole number of ticks (tick_s 1 s)",
+        ),
         (  # pins with a method that ignores them
             "scenario pins without fixed",
             [
