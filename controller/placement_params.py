@@ -18,6 +18,7 @@ __all__ = [
     "pin_problem",
     "placement_problem",
     "value_problem",
+    "window_problem",
 ]
 
 CORRELATION_PARAMS = (
@@ -126,6 +127,29 @@ def placement_problem(
             return f"params.{name}: {bad}"
     if pins and "fixed" not in used:
         return f"fixed: pins are placed by method 'fixed' alone (method is {method!r})"
+    return None
+
+
+def window_problem(
+    method: str, initial: str | None, params: Mapping[str, float], window_k: int
+) -> str | None:
+    """A correlation method whose window holds fewer samples than its correlations need
+    (``min_samples``): its global step and every pair-wise round would place by load alone,
+    the same as LLF, and never say so.
+
+    >>> window_problem("correlation-oneway", None, {}, 2)
+    '2 samples a window, fewer than correlation-oneway needs (min_samples 3): it would place by load alone'
+    >>> window_problem("llf", None, {}, 2) is None
+    True
+    """
+    for m in (method, initial):
+        if m is not None and m.startswith("correlation-"):
+            need = int(params.get("min_samples", CorrelationParams.min_samples))
+            if window_k < need:
+                return (
+                    f"{window_k} samples a window, fewer than {m} needs (min_samples {need}): "
+                    "it would place by load alone"
+                )
     return None
 
 

@@ -13,7 +13,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from controller.placement_params import method_problem, pin_problem, placement_problem
+from controller.placement_params import (
+    method_problem,
+    pin_problem,
+    placement_problem,
+    window_problem,
+)
 from controller.settings import ControllerSettings
 from core.footprint import footprint_problem, machine_memory
 from core.scenario import Scenario, ScenarioError, load_model
@@ -77,6 +82,8 @@ class ScenarioFile(Scenario):
         )
         if bad is not None:
             raise ValueError(f"controller.placement.{bad}")
+        if bad := window_problem(p.method, p.initial, p.params, self.controller.window_k):
+            raise ValueError(f"controller.window_k: {bad}")
         return self
 
     @model_validator(mode="after")

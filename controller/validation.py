@@ -22,7 +22,7 @@ from controller.config import (
     log_problem,
     path_problems,
 )
-from controller.placement_params import pin_problem, placement_problem
+from controller.placement_params import pin_problem, placement_problem, window_problem
 from controller.scenario import ScenarioFile, load_scenario
 from core.files import read_text
 from core.plans import Plan
@@ -228,6 +228,13 @@ def scenario_problems(settings: Settings) -> list[str]:
     from controller.wiring import make_policy
 
     merged = settings.controller_settings(sc.controller)
+    mp = merged.placement
+    if bad := window_problem(mp.method, mp.initial, mp.params, merged.window_k):
+        # the scenario passed its own check: this config's window, min_samples or method did
+        if "window_samples" in settings.control.model_fields_set:
+            return [f"control.window_samples: {bad}"]
+        field = "params.min_samples" if "min_samples" in mp.params else "method"
+        return [f"placement.{field}: the scenario's window_k gives {bad}"]
     try:  # the policy the daemon builds (scaling bounds, ...): what it refuses, named here
         make_policy(sc.model_copy(update={"controller": merged}))
     except ValueError as e:

@@ -165,6 +165,32 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "controller.interval_s: 2.5 s is not a whole number of ticks (tick_s 1 s)",
         ),
+        (  # two-way with 2 samples a window placed exactly as LLF, saying nothing
+            "scenario window too short for correlations",
+            [
+                "validate",
+                sc(
+                    "t45",
+                    lambda d: d["controller"].update(
+                        window_k=2, placement={"method": "correlation-twoway"}
+                    ),
+                ),
+            ],
+            2,
+            "controller.window_k: 2 samples a window, fewer than correlation-twoway needs "
+            "(min_samples 3): it would place by load alone",
+        ),
+        (
+            "config window too short for its min_samples",
+            [
+                "run",
+                "--config",
+                cf("c43", lambda d: d["placement"].update(params={"min_samples": 20})),
+            ],
+            2,
+            "control.window_samples: 10 samples a window, fewer than correlation-oneway needs "
+            "(min_samples 20)",
+        ),
         (  # pins with a method that ignores them
             "scenario pins without fixed",
             [
