@@ -36,6 +36,19 @@ __all__ = [
 DEMO_PLACEMENTS: tuple[str, ...] = ("llf", "correlation-oneway", "correlation-selective", "rod")
 
 
+def _step_toward(
+    target: IntArray, assign: IntArray, unit_x: Array, max_moves: int
+) -> tuple[IntArray, IntArray, IntArray]:
+    """``assign`` with at most ``max_moves`` units (heaviest first) moved to ``target``; the
+    units moved and the units that differed."""
+    todo = np.flatnonzero(target != assign)
+    load = loadstats.means(unit_x) if unit_x.shape[1] else np.zeros(assign.size)
+    step = todo[np.argsort(-load[todo], kind="stable")][:max_moves]
+    new = assign.copy()
+    new[step] = target[step]
+    return new, step, todo
+
+
 class _Base:
     """What every placement method shares: its parameters, no initial note, no global step."""
 
@@ -52,6 +65,31 @@ class _Base:
 
     def skip_global_step(self) -> None:
         """Only correlation placement has a global step to skip."""
+
+
+class _StaticPlan(_Base):
+    """A plan made once (``initial``). A failover moves units off a dead node; once every node
+    of the plan is up again they return, ``max_moves`` a round, heaviest first: a static plan
+    (and a pin) is where its units live, not where a failure left them."""
+
+    plan: IntArray | None = None
+
+    def rebalance(
+        self, ctx: Context, unit_x: Array, assign: IntArray, alive: np.ndarray
+    ) -> RebalanceResult:
+        plan = self.plan
+        if plan is None or plan.size != assign.size or (plan >= alive.size).any():
+            return super().rebalance(ctx, unit_x, assign, alive)
+        if not alive[plan].all() or (plan == assign).all():
+            return super().rebalance(ctx, unit_x, assign, alive)
+        new, step, todo = _step_toward(plan, assign, unit_x, ctx.settings.placement.max_moves)
+        back = ", ".join(sorted({ctx.cluster.ids[i] for i in plan[step]}))
+        reason = (
+            f"{self.name}: the static plan restored, its nodes up again: {step.size} of "
+            f"{todo.size} unit(s) moved back to {back}"
+        )
+        details = {"phase": "restore", "remaining": int(todo.size - step.size)}
+        return RebalanceResult(new, reason, details, judged_by="static plan")
 
 
 class LeastLoaded(_Base):
@@ -94,7 +132,7 @@ class LeastLoaded(_Base):
         return RebalanceResult(new, why, details, judged_by="global step")
 
 
-class Static(_Base):
+class Static(_StaticPlan):
     """A static placement computed once from the load model."""
 
     def __init__(self, name: str, params: dict[str, float] | None = None) -> None:
@@ -127,6 +165,10 @@ class Static(_Base):
         return a
 
     def initial(self, ctx: Context, unit_x: Array | None) -> IntArray:
+        self.plan = self._plan(ctx, unit_x)
+        return self.plan.copy()
+
+    def _plan(self, ctx: Context, unit_x: Array | None) -> IntArray:
         load = ctx.expected_unit_load() if unit_x is None else loadstats.means(unit_x)
         cap = ctx.cluster.capacities()
         if self.name == "llf":
@@ -295,11 +337,9 @@ class Correlation(_Base):
     def _toward_target(self, ctx: Context, unit_x: Array, assign: IntArray) -> RebalanceResult:
         """Move at most ``max_moves`` units (heaviest first) toward the global step's plan."""
         assert self.target is not None
-        todo = np.flatnonzero(self.target != assign)
-        load = loadstats.means(unit_x)
-        step = todo[np.argsort(-load[todo], kind="stable")][: ctx.settings.placement.max_moves]
-        new = assign.copy()
-        new[step] = self.target[step]
+        new, step, todo = _step_toward(
+            self.target, assign, unit_x, ctx.settings.placement.max_moves
+        )
         left = int(todo.size - step.size)
         reason = f"{self.target_why}: {step.size} of {todo.size} unit(s) moved toward it"
         details = {"phase": "global", "remaining": left, "moved_now": int(step.size)}
@@ -353,7 +393,7 @@ def _summary(unit_x: Array, assign: IntArray, cap: Array, theta: float) -> dict[
     return {**loadstats.node_summary(nx), "overload": migration_cost.overload(nx, cap, theta)}
 
 
-class Fixed(_Base):
+class Fixed(_StaticPlan):
     """Operators pinned to nodes by ``controller.placement.fixed``; other units least-loaded."""
 
     name = "fixed"
@@ -365,6 +405,7 @@ class Fixed(_Base):
         for u, i in enumerate(ctx.units.op_index):
             if ops[i] in pins:
                 base[u] = ctx.cluster.ids.index(pins[ops[i]])
+        self.plan = base.copy()
         return base
 
 

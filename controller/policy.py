@@ -324,8 +324,10 @@ class ControlPolicy:
         alive = alive_mask(obs.node_status)[:k]
         res = self.placement.rebalance(self._on(k), unit_x, assign, alive)
         new = res.assignment.copy()
-        # a global step's plan is a deliberate re-placement: no per-unit holds apply to it
-        held = [] if res.judged_by == "global step" else self.holds.filter(new, assign, self.rounds)
+        # a global step's plan, or a static plan restored, is a deliberate re-placement: no
+        # per-unit holds apply to it
+        deliberate = res.judged_by in ("global step", "static plan")
+        held = [] if deliberate else self.holds.filter(new, assign, self.rounds)
         moved = np.flatnonzero(new != assign)
         if moved.size == 0:
             why = res.reason + (
