@@ -54,6 +54,7 @@ class _Base:
 
     name = "base"
     initial_note = ""
+    holds = "static placement, no periodic moves"  # a round with nothing to do, as logged
 
     def __init__(self, params: dict[str, float] | None = None) -> None:
         self.params = dict(params or {})
@@ -61,16 +62,16 @@ class _Base:
     def rebalance(
         self, ctx: Context, unit_x: Array, assign: IntArray, alive: np.ndarray
     ) -> RebalanceResult:
-        return RebalanceResult(assign.copy(), f"{self.name}: static placement, no periodic moves")
+        return RebalanceResult(assign.copy(), f"{self.name}: {self.holds}")
 
     def skip_global_step(self) -> None:
         """Only correlation placement has a global step to skip."""
 
 
 class _StaticPlan(_Base):
-    """A plan made once (``initial``). A failover moves units off a dead node; once every node
-    of the plan is up again they return, ``max_moves`` a round, heaviest first: a static plan
-    (and a pin) is where its units live, not where a failure left them."""
+    """A plan the method made (``initial``, least-loaded's re-placements) is where its units
+    live: moved off a dead node, they return once the plan's nodes are all up again
+    (``max_moves`` a round, heaviest first)."""
 
     plan: IntArray | None = None
 
@@ -85,20 +86,21 @@ class _StaticPlan(_Base):
         new, step, todo = _step_toward(plan, assign, unit_x, ctx.settings.placement.max_moves)
         back = ", ".join(sorted({ctx.cluster.ids[i] for i in plan[step]}))
         reason = (
-            f"{self.name}: the static plan restored, its nodes up again: {step.size} of "
+            f"{self.name}: its plan restored, its nodes up again: {step.size} of "
             f"{todo.size} unit(s) moved back to {back}"
         )
         details = {"phase": "restore", "remaining": int(todo.size - step.size)}
-        return RebalanceResult(new, reason, details, judged_by="static plan")
+        return RebalanceResult(new, reason, details, judged_by="plan restored")
 
 
-class LeastLoaded(_Base):
+class LeastLoaded(_StaticPlan):
     """The baseline: least-loaded fill (capacity-relative) at start; later rounds evacuate dead
-    nodes, and re-place once when the node capacities the controller plans with (measured
-    speeds, ``controller.node_speed``) differ from those the plan was made for by more than
-    ``placement.speed_tolerance``."""
+    nodes and restore the plan once they are up again, and re-place once when the node
+    capacities the controller plans with (measured speeds, ``controller.node_speed``) differ
+    from those the plan was made for by more than ``placement.speed_tolerance``."""
 
     name = "least-loaded"
+    holds = "no periodic moves"
 
     def __init__(self, params: dict[str, float] | None = None) -> None:
         super().__init__(params)
@@ -107,7 +109,8 @@ class LeastLoaded(_Base):
     def initial(self, ctx: Context, unit_x: Array | None) -> IntArray:
         load = ctx.expected_unit_load() if unit_x is None else loadstats.means(unit_x)
         self.planned_for = ctx.cluster.capacities()
-        return baselines.llf(load, self.planned_for, ctx.cluster.alive())
+        self.plan = baselines.llf(load, self.planned_for, ctx.cluster.alive())
+        return self.plan.copy()
 
     def rebalance(
         self, ctx: Context, unit_x: Array, assign: IntArray, alive: np.ndarray
@@ -119,9 +122,10 @@ class LeastLoaded(_Base):
         tolerance = ctx.settings.placement.speed_tolerance
         # another node count is scaling's business (it places once joined nodes have started)
         if was.size != cap.size or unit_x.shape[1] == 0 or not shape_differs(was, cap, tolerance):
-            return RebalanceResult(assign.copy(), "least-loaded: no periodic moves")
+            return super().rebalance(ctx, unit_x, assign, alive)
         self.planned_for = cap
         new = baselines.llf(loadstats.means(unit_x), cap, alive)
+        self.plan = new.copy() if alive.all() else None  # a plan around a dead node: not kept
         moved = int(np.count_nonzero(new != assign))
         why = (
             f"least-loaded: node capacities {np.round(cap, 3).tolist()} differ from the "

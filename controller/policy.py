@@ -324,9 +324,9 @@ class ControlPolicy:
         alive = alive_mask(obs.node_status)[:k]
         res = self.placement.rebalance(self._on(k), unit_x, assign, alive)
         new = res.assignment.copy()
-        # a global step's plan, or a static plan restored, is a deliberate re-placement: no
+        # a global step's plan, or a plan restored, is a deliberate re-placement: no
         # per-unit holds apply to it
-        deliberate = res.judged_by in ("global step", "static plan")
+        deliberate = res.judged_by in ("global step", "plan restored")
         held = [] if deliberate else self.holds.filter(new, assign, self.rounds)
         moved = np.flatnonzero(new != assign)
         if moved.size == 0:
