@@ -97,7 +97,7 @@ def key_stream(
 def _read_trace(path: Path, key_col: str) -> pd.DataFrame:
     """The trace's rows, read as ``input import`` reads events (a name without a known
     suffix as CSV), with its key column and at least one row."""
-    from spark_adapter.event_import import event_format, read_events
+    from spark_adapter.event_import import READER_COLUMNS, event_format, read_events
 
     if (problem := file_problem(path)) is not None:
         raise ValueError(f"--trace: {problem}")
@@ -106,7 +106,7 @@ def _read_trace(path: Path, key_col: str) -> pd.DataFrame:
     except ValueError as e:
         raise ValueError(f"--trace: {e}") from e
     if key_col not in df.columns:
-        cols = ", ".join(str(c) for c in df.columns if c not in ("_file", "_row"))
+        cols = ", ".join(str(c) for c in df.columns if c not in READER_COLUMNS)
         raise ValueError(f"--key-col: {path} has no {key_col!r} column (columns: {cols})")
     if df.empty:
         raise ValueError(f"--trace: {path} has no rows")

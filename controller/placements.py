@@ -68,7 +68,7 @@ class _Base:
         """Only correlation placement has a global step to skip."""
 
 
-class _StaticPlan(_Base):
+class _KeepsPlan(_Base):
     """A plan the method made (``initial``, least-loaded's re-placements) is where its units
     live: moved off a dead node, they return once the plan's nodes are all up again
     (``max_moves`` a round, heaviest first)."""
@@ -80,7 +80,7 @@ class _StaticPlan(_Base):
     ) -> RebalanceResult:
         plan = self.plan
         if plan is None or plan.size != assign.size or (plan >= alive.size).any():
-            return super().rebalance(ctx, unit_x, assign, alive)
+            return super().rebalance(ctx, unit_x, assign, alive)  # not a plan for these nodes
         if not alive[plan].all() or (plan == assign).all():
             return super().rebalance(ctx, unit_x, assign, alive)
         new, step, todo = _step_toward(plan, assign, unit_x, ctx.settings.placement.max_moves)
@@ -93,7 +93,7 @@ class _StaticPlan(_Base):
         return RebalanceResult(new, reason, details, judged_by="plan restored")
 
 
-class LeastLoaded(_StaticPlan):
+class LeastLoaded(_KeepsPlan):
     """The baseline: least-loaded fill (capacity-relative) at start; later rounds evacuate dead
     nodes and restore the plan once they are up again, and re-place once when the node
     capacities the controller plans with (measured speeds, ``controller.node_speed``) differ
@@ -136,7 +136,7 @@ class LeastLoaded(_StaticPlan):
         return RebalanceResult(new, why, details, judged_by="global step")
 
 
-class Static(_StaticPlan):
+class Static(_KeepsPlan):
     """A static placement computed once from the load model."""
 
     def __init__(self, name: str, params: dict[str, float] | None = None) -> None:
@@ -397,7 +397,7 @@ def _summary(unit_x: Array, assign: IntArray, cap: Array, theta: float) -> dict[
     return {**loadstats.node_summary(nx), "overload": migration_cost.overload(nx, cap, theta)}
 
 
-class Fixed(_StaticPlan):
+class Fixed(_KeepsPlan):
     """Operators pinned to nodes by ``controller.placement.fixed``; other units least-loaded."""
 
     name = "fixed"

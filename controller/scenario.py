@@ -106,10 +106,10 @@ class ScenarioFile(Scenario):
     def _rounds_on_ticks(self) -> ScenarioFile:
         """A control round falls on a tick: an interval of 2.5 ticks ran every 2, unsaid. The
         default interval (10 s) is left to the nearest whole number of ticks, at least one."""
-        iv, tick = self.controller.interval_s, self.tick_s
-        ticks = iv / tick
         if "interval_s" not in self.controller.model_fields_set:
             return self
+        iv, tick = self.controller.interval_s, self.tick_s
+        ticks = iv / tick
         if ticks < 1 - 1e-9 or abs(ticks - round(ticks)) > 1e-9 * ticks:
             raise ValueError(
                 f"controller.interval_s: {iv:g} s is not a whole number of ticks (tick_s "

@@ -26,6 +26,7 @@ from spark_adapter.source import SEGMENT_ID_BITS, InputLog, first_event_id
 
 __all__ = [
     "FORMATS",
+    "READER_COLUMNS",
     "CheckedEvents",
     "EventImportError",
     "ImportReport",
@@ -38,6 +39,7 @@ __all__ = [
 ]
 
 FORMATS = ("csv", "parquet", "jsonl")
+READER_COLUMNS = ("_file", "_row")  # what read_events adds to the files' own columns
 KEY_LIMIT = 1 << 53  # keys travel through a double in the fold's concatenation
 
 
@@ -82,7 +84,8 @@ def event_format(path: Path, fmt: str | None, default: str | None = None) -> str
 def read_events(paths: list[Path], fmt: str | None = None) -> pd.DataFrame:
     """The files' rows as one frame, with ``_file`` and ``_row`` (1-based data row) columns;
     ``attrs["formats"]`` maps each file to the format it was read as (for ``row_place``)."""
-    frames, formats = [], dict[str, str]()
+    frames: list[pd.DataFrame] = []
+    formats: dict[str, str] = {}
     for p in paths:
         if (problem := file_problem(p, named=False)) is not None:
             raise EventImportError(f"{p}: {problem}")
