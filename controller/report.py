@@ -253,6 +253,9 @@ def render_run_dir(run_dir: str | Path) -> Path:
     """Render PNG plots and ``report.html`` from a run directory's saved files; every file is
     read and checked before anything is written."""
     out = Path(run_dir)
+    if not out.is_dir():
+        what = "no such directory" if not out.exists() else "not a directory"
+        raise FileNotFoundError(f"{out}: {what} (a run directory written by replay --report)")
     node_load = _read(out, "node_load")
     if node_load is None or not (out / "summary.json").exists():
         raise FileNotFoundError(

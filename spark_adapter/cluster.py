@@ -98,6 +98,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+_STATE_TYPES = {"master_url": str, "master_pid": int, "master_web_port": int, "worker_pids": list}
+
+
 @dataclass
 class ClusterState:
     """What ``up`` started."""
@@ -125,8 +128,20 @@ class ClusterState:
 
     @classmethod
     def load(cls, path: Path) -> ClusterState | None:
-        """Read the state file, if any."""
-        return cls(**json.loads(path.read_text())) if path.exists() else None
+        """Read the state file, if any; ValueError naming it when it is not one ``up`` wrote
+        (its pids then cannot be trusted, so nothing is stopped on its word)."""
+        if not path.exists():
+            return None
+        try:
+            data = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ValueError(f"{path}: not JSON ({str(e).splitlines()[0]})") from None
+        fields = isinstance(data, dict) and all(
+            isinstance(data.get(k), t) for k, t in _STATE_TYPES.items()
+        )
+        if not fields or not all(isinstance(p, int) for p in data["worker_pids"]):
+            raise ValueError(f"{path}: not a trimtab cluster state (cluster up writes it)")
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
 def _env() -> dict[str, str]:

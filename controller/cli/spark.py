@@ -19,6 +19,7 @@ from controller.cli.common import (
     note_idle_partitions,
     out_file,
     print_json,
+    writable_dir,
 )
 from controller.scenario import ScenarioFile
 
@@ -278,16 +279,26 @@ def cluster_cmd(
     """
     from core.footprint import machine_memory
     from spark_adapter.cluster import (
+        ClusterState,
         cluster_down,
         cluster_status,
         cluster_up,
         worker_memory_problem,
     )
 
+    if action not in ("up", "down", "status"):
+        fail(f"action: {action!r} is not up, down or status")
+    if state_dir.exists() and not state_dir.is_dir():
+        fail(f"--state-dir: {state_dir} is not a directory")
     state_file = state_dir / "cluster.json"
+    try:
+        ClusterState.load(state_file)
+    except ValueError as e:
+        fail(f"--state-dir: {e}; stop its processes by pid and remove it")
     if action == "up":
         if problem := worker_memory_problem(memory, workers, machine_memory()):
             fail(f"--memory: {problem}")
+        writable_dir(state_dir, "--state-dir")
         try:
             st = cluster_up(state_file, workers, cores, memory)
         except (RuntimeError, TimeoutError) as e:
@@ -303,7 +314,5 @@ def cluster_cmd(
         )
     elif action == "down":
         print_json({"stopped": cluster_down(state_file)})
-    elif action == "status":
-        print_json(cluster_status(state_file))
     else:
-        fail(f"action: {action!r} is not up, down or status")
+        print_json(cluster_status(state_file))

@@ -54,6 +54,9 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
     (tmp / "header.csv").write_text("a,b\n0,1\n10,2\n")
     (tmp / "broken.yaml").write_text("name: x\nstreams: [a, b\n  - c: 1\n")
     (tmp / "plan.json").write_text("{not json")
+    for d, text in (("cl-cut", '{"master_url": "spark://'), ("cl-other", '{"master_pid": "7"}')):
+        (tmp / d).mkdir()
+        (tmp / d / "cluster.json").write_text(text)
     (tmp / "binary.yaml").write_bytes(b"name: \xf0\x28\x8c\x28\n")  # not UTF-8: exited 1
     (tmp / "keys-only.csv").write_text("key\n1\n2\n")
     (tmp / "neg.csv").write_text("ts,key\n0,1\n1,-2\n")
@@ -595,6 +598,27 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             ["cluster", "up", "--memory", "4t", "--state-dir", str(tmp / "cl")],
             2,
             "--memory: 2 workers x 4t = 8192.0 GiB is more than this machine's",
+        ),
+        *(  # a file for the state dir: up exited 1 (NotADirectoryError), down and status
+            # said nothing was up
+            (
+                f"cluster {action} with a file for --state-dir",
+                ["cluster", action, "--state-dir", str(tmp / "plan.json")],
+                2,
+                f"--state-dir: {tmp / 'plan.json'} is not a directory",
+            )
+            for action in ("up", "down", "status")
+        ),
+        *(  # a damaged state file: status and down exited 1 (JSONDecodeError); its pids
+            # are not trusted, so nothing is stopped
+            (
+                f"cluster {action} with a damaged state file ({d})",
+                ["cluster", action, "--state-dir", str(tmp / d)],
+                2,
+                f"--state-dir: {tmp / d / 'cluster.json'}: not",
+            )
+            for action in ("up", "down", "status")
+            for d in ("cl-cut", "cl-other")
         ),
         # config files
         (

@@ -470,7 +470,10 @@ def test_report_renders_from_a_small_run(tmp_path: Path) -> None:
     html = (tmp_path / "run" / "report.html").read_text()
     assert html.count("data:image/png;base64") >= 6
     bad = subprocess.run([EXE, "report", str(tmp_path / "nope")], capture_output=True, text=True)
-    assert bad.returncode == 2
+    assert bad.returncode == 2 and "nope: no such directory" in bad.stderr, bad.stderr
+    html_file = tmp_path / "run" / "report.html"
+    bad = subprocess.run([EXE, "report", str(html_file)], capture_output=True, text=True)
+    assert bad.returncode == 2 and "report.html: not a directory" in bad.stderr, bad.stderr
 
 
 def test_plot_functions_return_figures() -> None:
