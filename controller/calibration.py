@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from controller.scenario import ScenarioFile
 from controller.spark_view import spark_view
 from core.batch_model import BatchModel, Warmup
 from core.files import read_text
+from core.model_base import TrimtabModel
 from core.workload import rates
 from spark_adapter.batchstats import BatchStats, read_batch_stats
 
@@ -49,7 +50,7 @@ RUN_FILE = "run.json"  # what replay_spark ran: the scenario, scale and partitio
 _STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-class Provenance(BaseModel):
+class Provenance(TrimtabModel):
     """Where the numbers came from and how well the model fits them."""
 
     model_config = _STRICT
@@ -63,18 +64,18 @@ class Provenance(BaseModel):
     batch_duration_p99_s: float = Field(ge=0)
 
 
-class SimulatorOverlay(BaseModel):
+class SimulatorOverlay(TrimtabModel):
     model_config = _STRICT
     rate_scale: float = Field(gt=0)
     batch_model: BatchModel
 
 
-class OperatorCost(BaseModel):
+class OperatorCost(TrimtabModel):
     model_config = _STRICT
     cost_us: float = Field(ge=0)
 
 
-class CalibrationOverlay(BaseModel):
+class CalibrationOverlay(TrimtabModel):
     """The file ``trimtab calibrate`` writes and ``replay --calibration`` reads."""
 
     model_config = _STRICT

@@ -38,6 +38,7 @@ from controller.settings import (
     overlay,
 )
 from core.files import read_text
+from core.model_base import NoBooleanNumbers, TrimtabModel
 from core.scenario import format_validation_error, yaml_problem
 
 __all__ = [
@@ -62,7 +63,7 @@ class ConfigError(ValueError):
         super().__init__(f"{source}: " + "; ".join(problems))
 
 
-class ControlSettings(BaseModel):
+class ControlSettings(TrimtabModel):
     """The control loop."""
 
     model_config = _STRICT
@@ -113,7 +114,7 @@ class ControlSettings(BaseModel):
         return self
 
 
-class SubstrateConfig(BaseModel):
+class SubstrateConfig(TrimtabModel):
     """What the daemon steers."""
 
     model_config = _STRICT
@@ -133,7 +134,7 @@ class SubstrateConfig(BaseModel):
     )
 
 
-class MetricsConfig(BaseModel):
+class MetricsConfig(TrimtabModel):
     """The Prometheus endpoint."""
 
     model_config = _STRICT
@@ -153,7 +154,7 @@ class MetricsConfig(BaseModel):
         return v
 
 
-class Settings(BaseSettings):
+class Settings(NoBooleanNumbers, BaseSettings):
     """All daemon settings."""
 
     model_config = SettingsConfigDict(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from controller.placement_params import (
     method_problem,
@@ -21,12 +21,13 @@ from controller.placement_params import (
 )
 from controller.settings import ControllerSettings
 from core.footprint import footprint_problem, machine_memory
+from core.model_base import TrimtabModel
 from core.scenario import Scenario, ScenarioError, load_model
 
 __all__ = ["Expectations", "ScenarioFile", "SparkSettings", "load_scenario"]
 
 
-class Expectations(BaseModel):
+class Expectations(TrimtabModel):
     """Optional checks on a replay's summary."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
@@ -36,7 +37,7 @@ class Expectations(BaseModel):
     max_dropped_fraction: float | None = Field(None, ge=0, le=1)
 
 
-class SparkSettings(BaseModel):
+class SparkSettings(TrimtabModel):
     """How a Spark replay of the scenario runs on one machine."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from core.model_base import TrimtabModel
 from partitioners.registry import NAMES as PARTITIONERS
 
 __all__ = [
@@ -30,7 +31,7 @@ _STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 CORRELATION_SHORTHANDS = ("pair_threshold", "load_threshold")
 
 
-class PlacementSettings(BaseModel):
+class PlacementSettings(TrimtabModel):
     """Placement method and its anti-flapping settings."""
 
     model_config = _STRICT
@@ -81,7 +82,7 @@ class PlacementSettings(BaseModel):
         return data
 
 
-class SheddingSettings(BaseModel):
+class SheddingSettings(TrimtabModel):
     """Load shedding: the method and the headroom it plans against."""
 
     model_config = _STRICT
@@ -106,7 +107,7 @@ class SheddingSettings(BaseModel):
     )
 
 
-class DPCSettings(BaseModel):
+class DPCSettings(TrimtabModel):
     """Delay, Process and Correct for an input that stops arriving (Borealis)."""
 
     model_config = _STRICT
@@ -120,7 +121,7 @@ class DPCSettings(BaseModel):
     )
 
 
-class HASettings(BaseModel):
+class HASettings(TrimtabModel):
     """Availability policy, its checkpoint interval, failure detection and DPC."""
 
     model_config = _STRICT
@@ -142,7 +143,7 @@ class HASettings(BaseModel):
         return self
 
 
-class ScalingSettings(BaseModel):
+class ScalingSettings(TrimtabModel):
     """Scale the node count from measured true processing rates (DS2); shed only at the
     ceiling. Off by default: every node of the cluster runs."""
 
@@ -172,7 +173,7 @@ class ScalingSettings(BaseModel):
         return self
 
 
-class ControllerSettings(BaseModel):
+class ControllerSettings(TrimtabModel):
     """Everything the controller decides with: round interval, load window, policies."""
 
     model_config = _STRICT

@@ -7,14 +7,16 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from core.model_base import TrimtabModel
 
 __all__ = ["BatchModel", "Warmup"]
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-class Warmup(BaseModel):
+class Warmup(TrimtabModel):
     """A driver's fixed cost per batch falls as it runs batches (its JVM and Python workers
     warm up): ``slope_s`` seconds per e-fold of batches run, ``batch_overhead_s`` at batch
     ``at_batch``, never below ``floor_s``."""
@@ -27,7 +29,7 @@ class Warmup(BaseModel):
     )
 
 
-class BatchModel(BaseModel):
+class BatchModel(TrimtabModel):
     """A micro-batch engine's fixed costs (``trimtab calibrate`` fits them from a Spark run):
     batch ``b`` whose busiest node has ``w`` CPU-seconds of work takes ``fixed_s(b) + w``,
     ``batch_overhead_s + task_overhead_s`` without a warm-up."""

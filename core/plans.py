@@ -16,6 +16,8 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from core.model_base import TrimtabModel
+
 __all__ = [
     "HAPlan",
     "Placement",
@@ -50,7 +52,7 @@ def key_group_units(op_id: str, key_groups: int) -> tuple[str, ...]:
     return tuple(unit_id(op_id, kg, key_groups) for kg in range(key_groups))
 
 
-class Placement(BaseModel):
+class Placement(TrimtabModel):
     """Unit -> node assignment. ``assignment[u]`` is the index into ``nodes`` of unit ``units[u]``.
 
     Examples
@@ -120,7 +122,7 @@ def key_group_table(
     return tuple(table)
 
 
-class RoutingConfig(BaseModel):
+class RoutingConfig(TrimtabModel):
     """Key routing: a key-group -> partition table for cold keys, quotas for split hot keys.
 
     ``hot`` maps a key to ``((partition, fraction), ...)``: its rows are spread over those
@@ -178,7 +180,7 @@ class RoutingConfig(BaseModel):
         return self
 
 
-class ShedPlan(BaseModel):
+class ShedPlan(TrimtabModel):
     """Keep fractions per drop location, with the numbers that justify them."""
 
     model_config = _FROZEN
@@ -207,7 +209,7 @@ class ShedPlan(BaseModel):
         return default
 
 
-class HAPlan(BaseModel):
+class HAPlan(TrimtabModel):
     """Availability settings: the policy and its parameters."""
 
     model_config = _FROZEN
@@ -216,7 +218,7 @@ class HAPlan(BaseModel):
     standby: dict[str, str] = Field(default_factory=dict)
 
 
-class ScalePlan(BaseModel):
+class ScalePlan(TrimtabModel):
     """How many nodes run: the first ``nodes`` of the placement's nodes, the rest released
     (0: every node, the plan does not scale).
 
@@ -236,7 +238,7 @@ class ScalePlan(BaseModel):
         return np.arange(n) < self.count(n)
 
 
-class Plan(BaseModel):
+class Plan(TrimtabModel):
     """A versioned plan: what the substrate applies, and why it was made."""
 
     model_config = _FROZEN

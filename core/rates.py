@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from core.files import file_problem
+from core.model_base import TrimtabModel
 
 __all__ = [
     "RATE_KINDS",
@@ -36,7 +37,7 @@ _STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 RATE_KINDS = ("constant", "step", "sine", "bursty", "random_walk", "ramp", "trace", "piecewise")
 
 
-class ConstantRate(BaseModel):
+class ConstantRate(TrimtabModel):
     """A constant rate in tuples/s."""
 
     model_config = _STRICT
@@ -44,7 +45,7 @@ class ConstantRate(BaseModel):
     rate: float = Field(ge=0)
 
 
-class StepRate(BaseModel):
+class StepRate(TrimtabModel):
     """A piecewise-constant rate: ``steps`` of (at_s, rate), starting from ``rate``."""
 
     model_config = _STRICT
@@ -53,7 +54,7 @@ class StepRate(BaseModel):
     steps: list[tuple[Annotated[float, Field(ge=0)], Annotated[float, Field(ge=0)]]]
 
 
-class SineRate(BaseModel):
+class SineRate(TrimtabModel):
     """``base + amplitude * sin(2 pi (t + phase_s) / period_s)``, clipped at 0."""
 
     model_config = _STRICT
@@ -64,7 +65,7 @@ class SineRate(BaseModel):
     phase_s: float = 0.0
 
 
-class BurstyRate(BaseModel):
+class BurstyRate(TrimtabModel):
     """On/off bursts: ``high`` for ``on_s`` then ``low`` for ``off_s``, with a random phase jitter."""
 
     model_config = _STRICT
@@ -77,7 +78,7 @@ class BurstyRate(BaseModel):
     jitter: float = Field(0.0, ge=0, le=1)
 
 
-class RandomWalkRate(BaseModel):
+class RandomWalkRate(TrimtabModel):
     """A reflected Gaussian random walk around ``start`` with step std ``sigma`` per second."""
 
     model_config = _STRICT
@@ -88,7 +89,7 @@ class RandomWalkRate(BaseModel):
     high: float = Field(gt=0)
 
 
-class RampRate(BaseModel):
+class RampRate(TrimtabModel):
     """A linear ramp from ``start`` to ``end`` between ``from_s`` and ``to_s``."""
 
     model_config = _STRICT
@@ -126,7 +127,7 @@ def read_rate_trace(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return t, r
 
 
-class TraceRate(BaseModel):
+class TraceRate(TrimtabModel):
     """A rate trace from a CSV file with columns ``t_s,rate`` (relative to the scenario file)."""
 
     model_config = _STRICT
@@ -141,7 +142,7 @@ SimpleRate = Annotated[
 ]
 
 
-class RatePiece(BaseModel):
+class RatePiece(TrimtabModel):
     """One piece of a piecewise rate: ``rate`` from ``from_s`` on."""
 
     model_config = _STRICT
@@ -149,7 +150,7 @@ class RatePiece(BaseModel):
     rate: SimpleRate
 
 
-class PiecewiseRate(BaseModel):
+class PiecewiseRate(TrimtabModel):
     """A rate process that changes at given times (a drift): each piece holds from its
     ``from_s`` until the next piece's. The first piece starts at 0."""
 

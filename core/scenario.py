@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from core.batch_model import BatchModel
 from core.cluster import Cluster, Node
 from core.files import read_text
+from core.model_base import TrimtabModel
 from core.rates import (
     RATE_KINDS,
     PiecewiseRate,
@@ -53,7 +54,7 @@ class ScenarioError(ValueError):
         super().__init__(head + ": " + "; ".join(problems))
 
 
-class NodeSpec(BaseModel):
+class NodeSpec(TrimtabModel):
     """A node: ``capacity`` in cores, ``latency_ms`` per hop."""
 
     model_config = _STRICT
@@ -62,7 +63,7 @@ class NodeSpec(BaseModel):
     latency_ms: float = Field(1.0, ge=0)
 
 
-class ClusterSpec(BaseModel):
+class ClusterSpec(TrimtabModel):
     """The nodes of the simulated (or steered) cluster."""
 
     model_config = _STRICT
@@ -77,7 +78,7 @@ class ClusterSpec(BaseModel):
         return self
 
 
-class HotKeyShift(BaseModel):
+class HotKeyShift(TrimtabModel):
     """At ``at_s`` the popularity ranking rotates by ``rotate`` keys (new keys become hot)."""
 
     model_config = _STRICT
@@ -85,7 +86,7 @@ class HotKeyShift(BaseModel):
     rotate: int = Field(ge=1)
 
 
-class KeyWaves(BaseModel):
+class KeyWaves(TrimtabModel):
     """Periodic popularity by key class: key k is in class ``pmod(xxhash64(k, 0), classes)``
     and its probability is scaled by ``1 + depth * cos(2 pi (t / period_s + c / classes))``
     (held for ``step_s`` at a time, then renormalised). An operator whose ``key_groups`` is a
@@ -103,7 +104,7 @@ class KeyWaves(BaseModel):
         return self.step_s if self.step_s is not None else self.period_s / 8
 
 
-class KeySpec(BaseModel):
+class KeySpec(TrimtabModel):
     """Key space of a stream: size and distribution (uniform, or Zipf with exponent ``s``),
     hot-key shifts and periodic popularity by key class (``waves``)."""
 
@@ -115,7 +116,7 @@ class KeySpec(BaseModel):
     waves: KeyWaves | None = None
 
 
-class StreamSpec(BaseModel):
+class StreamSpec(TrimtabModel):
     """An input stream with its rate process and key space."""
 
     model_config = _STRICT
@@ -124,7 +125,7 @@ class StreamSpec(BaseModel):
     keys: KeySpec = Field(default_factory=KeySpec)
 
 
-class WindowSpec(BaseModel):
+class WindowSpec(TrimtabModel):
     """A window of ``size_s`` seconds sliding every ``slide_s`` seconds."""
 
     model_config = _STRICT
@@ -132,7 +133,7 @@ class WindowSpec(BaseModel):
     slide_s: float = Field(gt=0)
 
 
-class OperatorModel(BaseModel):
+class OperatorModel(TrimtabModel):
     """An operator of the query network (see ``core.topology.OperatorSpec``)."""
 
     model_config = _STRICT
@@ -161,7 +162,7 @@ class OperatorModel(BaseModel):
         return self
 
 
-class FaultSpec(BaseModel):
+class FaultSpec(TrimtabModel):
     """A fault at ``at_s``: kill (restarts after ``duration_s``), lose (permanent), slow,
     partition (a node unreachable, or with ``stream`` an input stream unreachable: its tuples
     are held at the source and delivered when it heals), restore."""
@@ -187,7 +188,7 @@ class FaultSpec(BaseModel):
         return self
 
 
-class SimulatorSettings(BaseModel):
+class SimulatorSettings(TrimtabModel):
     """Simulator constants: migration cost model, HA overheads, the rate scale and the
     micro-batch model a calibration sets."""
 
@@ -227,7 +228,7 @@ class SimulatorSettings(BaseModel):
     )
 
 
-class Scenario(BaseModel):
+class Scenario(TrimtabModel):
     """A replayable scenario."""
 
     model_config = _STRICT
@@ -366,6 +367,8 @@ def format_validation_error(err: ValidationError) -> list[str]:
         loc = _format_loc(tuple(e["loc"]))
         if loc == "(root)" and ": " in msg:  # model-level checks name their own field path
             lines.append(msg)
+        elif ours and isinstance(got, dict) and msg.split(": ", 1)[0] in got:
+            lines.append(f"{loc}.{msg}")  # a check of the mapping that names one of its keys
         elif ours and isinstance(got, dict | list):
             lines.append(f"{loc}: {msg}")
         else:

@@ -379,6 +379,31 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "ghost",
         ),
+        *(  # YAML's yes/true/on read as 1: a node of capacity 1, a 1 s scenario, no word
+            (
+                f"a boolean for a number ({where})",
+                ["validate", sc(f"tb{i}", edit)],
+                2,
+                f"{where}: a number is needed, not a boolean",
+            )
+            for i, (where, edit) in enumerate(
+                (
+                    (
+                        "cluster.nodes.0.capacity",
+                        lambda d: d["cluster"]["nodes"][0].update(capacity=True),
+                    ),
+                    ("duration_s", lambda d: d.update(duration_s=True)),
+                    ("streams.0.rate.rate", lambda d: d["streams"][0]["rate"].update(rate=False)),
+                    ("controller.interval_s", lambda d: d["controller"].update(interval_s=True)),
+                )
+            )
+        ),
+        (
+            "a boolean for a number in a config",
+            ["validate", cf("cb", lambda d: d["control"].update(window_samples=True))],
+            2,
+            "control.window_samples: a number is needed, not a boolean",
+        ),
         (
             "duplicate operator",
             ["validate", sc("t6", lambda d: d["operators"].append(dict(d["operators"][0])))],
