@@ -48,6 +48,7 @@ from spark_adapter.batchstats import BatchStats, retire_batch_stats, write_batch
 from spark_adapter.dpc import Coverage, arrivals, dpc_info
 from spark_adapter.executor_pool import ExecutorPool, live_executor_count
 from spark_adapter.input_order import InputOutOfOrder, ReadOrder, segment_indices
+from spark_adapter.interrupt import Interrupted, StopRequest, sigint_asks
 from spark_adapter.operators import ROW_COLUMNS, ROW_DDL
 from spark_adapter.options import PipelineOptions
 from spark_adapter.plan_fit import PlanGuard, PlanRefused
@@ -106,6 +107,7 @@ class SparkPipeline:
         self.guard = PlanGuard(self.q, self.n, self.plans, self.log)  # a plan that fits
         self.stopped: InputOutOfOrder | PlanRefused | None = None  # what stopped the query
         self._muted: str | None = None  # the query logger's level while it is muted
+        self.interrupt = StopRequest()  # a batch run's Ctrl-C, carried out between batches
         self.states: dict[int, DataFrame] = {}  # state after batch b (cached), for replays of b + 1
         self.max_ts = -math.inf
         self.dpc = Coverage(options.dpc_mode, options.dpc_max_delay_s)  # per-stream watermarks
@@ -318,6 +320,7 @@ class SparkPipeline:
             self.stopped = e
             self._muted = jvm_log_level(self.spark, QUERY_LOGGER, "OFF")  # that trace
             raise
+        self.interrupt.after_batch()
 
     def _prepare(self) -> None:
         """Before the query starts: the log in index order by time, and indexed."""
@@ -350,8 +353,13 @@ class SparkPipeline:
         """Process every segment present now (availableNow), one segment per batch."""
         self._prepare()
         query = self._writer(max_files, name).trigger(availableNow=True).start()
-        with self._query_errors():
+        self.interrupt = StopRequest()
+        self.interrupt.query = query
+        with self._query_errors(), sigint_asks(self.interrupt):
             query.awaitTermination()
+        if self.interrupt.stopped:
+            last = max(self.stats, default=None)
+            raise Interrupted(f"interrupted: the run stopped once batch {last} had committed")
         self._finished(query)
         return len(self.stats)
 

@@ -76,6 +76,9 @@ class OneLineErrors(TyperGroup):
             print("error: aborted", file=sys.stderr)
             sys.exit(1)
         except Exception as e:  # a bug or an unforeseen environment: one line, exit 1
+            if isinstance(code := getattr(e, "exit_code", None), int):
+                print(f"error: {e}", file=sys.stderr)  # one that names its own exit code:
+                sys.exit(code)  # a Spark batch run stopped by Ctrl-C after a batch
             if debug:
                 raise
             text = " ".join(str(e).split()) or type(e).__name__
