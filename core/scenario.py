@@ -361,7 +361,7 @@ def format_validation_error(err: ValidationError) -> list[str]:
     lines = []
     for e in err.errors():
         got = e.get("input")
-        shown = repr(got) if not isinstance(got, dict | list) else type(got).__name__
+        shown = repr(got) if not isinstance(got, dict | list) or not got else type(got).__name__
         msg = str(e["msg"])
         ours, msg = msg.startswith("Value error, "), msg.removeprefix("Value error, ")
         loc = _format_loc(tuple(e["loc"]))

@@ -156,6 +156,9 @@ def test_a_check_that_names_the_value_is_not_followed_by_its_type(tmp_path: Path
     f.write_text(yaml.safe_dump({"control": {"interval_s": [1, 2]}}))  # pydantic's own: typed
     with pytest.raises(ConfigError, match=r"control.interval_s: .* \(got list\)"):
         load_settings(f)
+    f.write_text(yaml.safe_dump({"control": {"interval_s": []}}))  # empty: shown as it is
+    with pytest.raises(ConfigError, match=r"control.interval_s: .* \(got \[\]\)"):
+        load_settings(f)
 
 
 @pytest.mark.parametrize(
