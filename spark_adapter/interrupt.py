@@ -29,9 +29,9 @@ class Interrupted(Exception):
 class StopRequest:
     """A stop asked by SIGINT, carried out at a batch boundary."""
 
-    def __init__(self) -> None:
+    def __init__(self, query: Any = None) -> None:
         self.asked = threading.Event()
-        self.query: Any = None  # the running query; None once it has been told to stop
+        self.query = query  # the running query; None once it has been told to stop
         self.stopped = False
 
     def after_batch(self) -> None:

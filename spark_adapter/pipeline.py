@@ -353,8 +353,7 @@ class SparkPipeline:
         """Process every segment present now (availableNow), one segment per batch."""
         self._prepare()
         query = self._writer(max_files, name).trigger(availableNow=True).start()
-        self.interrupt = StopRequest()
-        self.interrupt.query = query
+        self.interrupt = StopRequest(query)
         with self._query_errors(), sigint_asks(self.interrupt):
             query.awaitTermination()
         if self.interrupt.stopped:
