@@ -23,6 +23,7 @@ from controller.settings import ControllerSettings
 from core.footprint import footprint_problem, machine_memory
 from core.model_base import TrimtabModel
 from core.scenario import Scenario, ScenarioError, load_model
+from spark_adapter.query import operator_params_problem
 
 __all__ = ["Expectations", "ScenarioFile", "SparkSettings", "load_scenario"]
 
@@ -85,6 +86,15 @@ class ScenarioFile(Scenario):
             raise ValueError(f"controller.placement.{bad}")
         if bad := window_problem(p.method, p.initial, p.params, self.controller.window_k):
             raise ValueError(f"controller.window_k: {bad}")
+        return self
+
+    @model_validator(mode="after")
+    def _operator_params(self) -> ScenarioFile:
+        """The parameters the Spark pipeline reads (a filter's predicate, a map's expression,
+        an aggregate's function), checked on reading: a misspelt or boolean one ran as
+        something else."""
+        if (bad := operator_params_problem(self.operators)) is not None:
+            raise ValueError(bad)
         return self
 
     @model_validator(mode="after")

@@ -10,18 +10,28 @@ names the operator when the network has a shape the pipeline cannot run. No pysp
 
 from __future__ import annotations
 
+import math
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from typing import Any
 
 import numpy as np
 
+from core.model_base import BOOLEAN
 from core.plans import ShedPlan
 from core.scenario import OperatorModel, Scenario
-from spark_adapter.expressions import Expr, parse
+from spark_adapter.expressions import COLUMNS, Expr, parse
 
-__all__ = ["OPS", "QuerySpec", "compile_query", "with_operator_params"]
+__all__ = [
+    "OPS",
+    "QuerySpec",
+    "compile_query",
+    "filter_predicate",
+    "operator_params_problem",
+    "with_operator_params",
+]
 
 Predicate = tuple[str, str, float]  # column, comparison, value
 AGGS = ("count", "sum", "avg", "min", "max")  # what a pane's partials (cnt, sum, mn, mx) give
@@ -228,12 +238,7 @@ class _PathWalk:
                 parse(expr, f"operators.{o.id}.params.expr")
                 out["map_ops"][o.id] = expr
                 steps.append(o.id)
-            if o.kind == "filter" and {"column", "op", "value"} <= set(o.params):
-                if o.params["op"] not in OPS:
-                    raise ValueError(
-                        f"operators.{o.id}.params.op: unknown comparison {o.params['op']!r}"
-                    )
-                pred = (str(o.params["column"]), str(o.params["op"]), float(o.params["value"]))
+            if o.kind == "filter" and (pred := filter_predicate(o.id, o.params)) is not None:
                 out["predicates"].setdefault(name, []).append(pred)
                 out["filter_ops"][o.id] = pred
                 fs.setdefault(o.id, []).append(name)
@@ -286,7 +291,6 @@ def compile_query(scenario: Scenario, partition_speeds: tuple[float, ...] = ()) 
 
 
 FILTER_PARAMS = ("column", "op", "value")
-COLUMNS = ("v", "c")  # the numeric columns of an input row a filter may test
 
 
 def with_operator_params(q: QuerySpec, ops: dict[str, dict[str, float | str]]) -> QuerySpec:
@@ -320,7 +324,7 @@ def with_operator_params(q: QuerySpec, ops: dict[str, dict[str, float | str]]) -
         if op_id == q.op_id:
             agg = _keyed_params(q, params)
         elif op_id in preds:
-            preds[op_id] = _filter_params(op_id, params, preds[op_id])
+            preds[op_id] = filter_predicate(op_id, params, preds[op_id])  # type: ignore[assignment]
         elif op_id in maps:
             unknown = sorted(set(params) - {"expr"})
             if unknown:
@@ -340,27 +344,76 @@ def with_operator_params(q: QuerySpec, ops: dict[str, dict[str, float | str]]) -
     return replace(q, predicates=predicates, filter_ops=preds, map_ops=maps, agg=agg)
 
 
-def _filter_params(op_id: str, params: dict[str, float | str], pred: Predicate) -> Predicate:
-    """A filter's new predicate from its published parameters."""
-    col, cmp, val = pred
+def operator_params_problem(operators: Sequence[OperatorModel]) -> str | None:
+    """The first parameter the Spark pipeline would read wrongly, as one line, or None: a
+    filter's predicate (``filter_predicate``), a map's ``expr`` (nothing else: a misspelt
+    ``expr`` ran the map as ``v``), an aggregate's ``agg``. Checked when the scenario is read,
+    so ``validate`` and a simulator replay name it too, not only a Spark run."""
+    for o in operators:
+        where = f"operators.{o.id}.params"
+        try:
+            if o.kind == "filter":
+                filter_predicate(o.id, o.params)
+            elif o.kind == "map":
+                if unknown := sorted(set(o.params) - {"expr"}):
+                    return f"{where}.{unknown[0]}: a map takes expr"
+                parse(str(o.params.get("expr", "v")), f"{where}.expr")
+            elif o.kind == "aggregate" and (agg := o.params.get("agg", "count")) not in AGGS:
+                return f"{where}.agg: unknown aggregate {agg!r}; one of {', '.join(AGGS)}"
+        except ValueError as e:
+            return str(e)
+    return None
+
+
+def filter_predicate(
+    op_id: str, params: Mapping[str, Any], base: Predicate | None = None
+) -> Predicate | None:
+    """A filter's predicate from its parameters: a scenario's (``base`` None: all of
+    ``column``, ``op`` and ``value``, or none for a filter the simulator alone models by its
+    selectivity, which passes every row on Spark) or a published change over ``base``, the
+    predicate in effect. ``ValueError`` names the parameter: an unknown one, a column that is
+    not a row's, a comparison not in ``OPS``, a value that is not a finite number (a boolean is
+    not one: YAML's ``yes`` and JSON's ``true`` read as 1).
+
+    >>> filter_predicate("f", {"column": "v", "op": ">", "value": "10"})
+    ('v', '>', 10.0)
+    >>> filter_predicate("f", {"value": 50}, ("v", ">", 10.0))
+    ('v', '>', 50.0)
+    >>> filter_predicate("f", {}) is None
+    True
+    >>> filter_predicate("f", {"column": "v", "op": ">", "value": True})
+    Traceback (most recent call last):
+    ...
+    ValueError: operators.f.params.value: a number is needed, not a boolean (true/false, yes/no, on/off)
+    """
+    where = f"operators.{op_id}.params"
     unknown = sorted(set(params) - set(FILTER_PARAMS))
     if unknown:
-        raise ValueError(
-            f"operators.{op_id}.params.{unknown[0]}: a filter takes {', '.join(FILTER_PARAMS)}"
-        )
-    col = str(params.get("column", col))
-    cmp = str(params.get("op", cmp))
+        raise ValueError(f"{where}.{unknown[0]}: a filter takes {', '.join(FILTER_PARAMS)}")
+    if base is None:
+        if not params:
+            return None
+        missing = [k for k in FILTER_PARAMS if k not in params]
+        if missing:
+            raise ValueError(
+                f"{where}.{missing[0]}: missing; a filter's predicate needs "
+                f"{', '.join(FILTER_PARAMS)} (or no params: it then passes every row on Spark)"
+            )
+    col, cmp, val = base if base is not None else (None, None, None)
+    col, cmp, raw = params.get("column", col), params.get("op", cmp), params.get("value", val)
     if col not in COLUMNS:
-        raise ValueError(f"operators.{op_id}.params.column: {col!r} is not one of {COLUMNS}")
+        raise ValueError(f"{where}.column: {col!r} is not one of {COLUMNS}")
     if cmp not in OPS:
-        raise ValueError(f"operators.{op_id}.params.op: unknown comparison {cmp!r}")
+        raise ValueError(f"{where}.op: unknown comparison {cmp!r}; one of {', '.join(OPS)}")
+    if isinstance(raw, bool):
+        raise ValueError(f"{where}.value: {BOOLEAN}")
     try:
-        val = float(params.get("value", val))
+        value = float(raw)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise ValueError(
-            f"operators.{op_id}.params.value: {params.get('value')!r} is not a number"
-        ) from None
-    return (col, cmp, val)
+        raise ValueError(f"{where}.value: {raw!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{where}.value: {raw!r} is not a finite number")
+    return (str(col), str(cmp), value)
 
 
 def _keyed_params(q: QuerySpec, params: dict[str, float | str]) -> str:

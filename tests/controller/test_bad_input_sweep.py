@@ -20,8 +20,8 @@ BASE = SCENARIOS / "seed-shedding-2node.yaml"
 GW = SCENARIOS / "seed-groupby-window.yaml"  # a scenario the Spark pipeline runs
 
 
-def _scenario(tmp: Path, name: str, edit) -> str:  # type: ignore[no-untyped-def]
-    d = yaml.safe_load(BASE.read_text())
+def _scenario(tmp: Path, name: str, edit, base: Path = BASE) -> str:  # type: ignore[no-untyped-def]
+    d = yaml.safe_load(base.read_text())
     edit(d)
     f = tmp / f"{name}.yaml"
     f.write_text(yaml.safe_dump(d))
@@ -101,6 +101,15 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
     torn, foreign = _bad_logs(tmp)
     other_plan = _plan_workdirs(tmp)
     sc = lambda name, edit: _scenario(tmp, name, edit)  # noqa: E731
+    gw = lambda name, edit: _scenario(tmp, name, edit, GW)  # noqa: E731
+    ramp = lambda name, edit: _scenario(tmp, name, edit, SCENARIOS / "spark-overload-ramp.yaml")  # noqa: E731
+
+    def params(i: int, **p):  # type: ignore[no-untyped-def]
+        return lambda d: d["operators"][i]["params"].update(p)
+
+    def drop(i: int, key: str):  # type: ignore[no-untyped-def]
+        return lambda d: d["operators"][i]["params"].pop(key)
+
     cf = lambda name, edit: _config(tmp, name, edit)  # noqa: E731
     ext = _other_pipeline_config(tmp, cf)
     mismatch = "substrate.scenario: its keyed operator has 16 key groups, but the pipeline in "
@@ -327,6 +336,54 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             ],
             2,
             "p-plan/plans/v000000.json: not a trimtab plan (placement: Field required",
+        ),
+        *(  # JSON's true ran the filter as v > 1; NaN and 1e999 failed the plan's own check
+            # (exit 1, a pydantic dump)
+            (
+                f"publish-operator value {text}",
+                [
+                    "publish-operator",
+                    "filter_v",
+                    "--params",
+                    f'{{"value": {text}}}',
+                    "--workdir",
+                    str(tmp / "planned"),
+                    "--scenario",
+                    str(GW),
+                ],
+                2,
+                f"operators.filter_v.params.value: {needle}",
+            )
+            for text, needle in (
+                ("true", "a number is needed, not a boolean"),
+                ("NaN", "nan is not a finite number"),
+                ("1e999", "inf is not a finite number"),
+            )
+        ),
+        *(  # the parameters the Spark pipeline reads, checked on reading the scenario: a
+            # misspelt value or expr ran the filter or map as a no-op, a boolean as 1, a bad
+            # column failed in Spark; validate said ok to all
+            (
+                f"scenario operator params ({needle})",
+                ["validate", edited],
+                2,
+                needle,
+            )
+            for edited, needle in (
+                (gw("fp1", drop(0, "value")), "operators.filter_v.params.value: missing"),
+                (
+                    gw("fp2", params(0, vlaue=10)),
+                    "operators.filter_v.params.vlaue: a filter takes column, op, value",
+                ),
+                (
+                    gw("fp3", params(0, value=True)),
+                    "operators.filter_v.params.value: a number is needed, not a boolean",
+                ),
+                (gw("fp4", params(0, column="zz")), "params.column: 'zz' is not one of"),
+                (gw("fp5", params(0, op="=~")), "params.op: unknown comparison '=~'"),
+                (gw("fp6", params(1, agg="median")), "count_k.params.agg: unknown aggregate"),
+                (ramp("fp7", params(1, exp="v * 2")), "enrich.params.exp: a map takes expr"),
+            )
         ),
         (  # exited 1: "'list' argument must have no negative elements"
             "a profile's windows past any machine",
@@ -1133,6 +1190,10 @@ def test_bad_input_sweep(tmp_path: Path, busy_port: int) -> None:
     assert not (tmp_path / "cl").exists()  # no cluster was started, nor its logs written
     for name in ("other", "planned"):  # a refused plan: nothing pinned, Spark never started
         assert sorted(p.name for p in (tmp_path / name).iterdir()) == ["input", "plans"]
+    # the refused operator parameters published no plan
+    planned = tmp_path / "planned" / "plans"
+    assert [p.name for p in planned.glob("v*.json")] == ["v000000.json"]
+    assert (planned / "current").read_text() == "0"
 
 
 def test_an_environment_variable_is_blamed_not_the_file(monkeypatch) -> None:  # type: ignore[no-untyped-def]
