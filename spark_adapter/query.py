@@ -333,9 +333,11 @@ def with_operator_params(q: QuerySpec, ops: dict[str, dict[str, float | str]]) -
                 params.get("expr", maps[op_id]), f"operators.{op_id}.params.expr"
             ).text  # type: ignore[arg-type]
         else:
-            names = ", ".join(sorted({*preds, *maps})) or "none"
+            keyed = [q.op_id] if q.kind == "aggregate" else []  # a join's count cannot change
+            names = ", ".join(sorted({*preds, *maps}) + keyed)
             raise ValueError(
-                f"operators.{op_id}: not a filter or map of this query (they are: {names})"
+                f"operators.{op_id}: not an operator whose parameters can change (this query's "
+                f"are: {names})"
             )
     predicates: dict[str, list[Predicate]] = {}
     for op_id, streams in q.filter_streams.items():

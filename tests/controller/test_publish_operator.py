@@ -49,7 +49,7 @@ def test_a_filter_change_is_the_next_plan_version(work: Path) -> None:
     [
         ("count_k", '{"agg": "median"}', ["operators.count_k.params.agg", "partials"]),
         ("count_k", '{"window": 5}', ["operators.count_k.params.window", "cannot change"]),
-        ("nope", '{"value": 1}', ["operators.nope", "not a filter", "filter_v"]),
+        ("nope", '{"value": 1}', ["operators.nope", "can change", "filter_v, count_k)"]),
         ("filter_v", '{"value": "high"}', ["operators.filter_v.params.value", "not a number"]),
         ("filter_v", '{"op": "~"}', ["operators.filter_v.params.op", "'~'"]),
         ("filter_v", '{"column": "key"}', ["operators.filter_v.params.column", "'key'"]),
