@@ -153,11 +153,16 @@ class OperatorModel(TrimtabModel):
     params: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _merge_only_keyed(self) -> OperatorModel:
+    def _fits_its_kind(self) -> OperatorModel:
         if self.merge_cost_us > 0 and self.kind not in ("aggregate", "join"):
             raise ValueError(
                 f"merge_cost_us: operator {self.id!r} is a {self.kind}; only keyed operators "
                 "(aggregate, join) merge partial results"
+            )
+        if self.kind == "filter" and self.selectivity > 1:  # 9 for 0.9 made 9 rows of one
+            raise ValueError(
+                f"selectivity: a filter passes at most every row it reads, so at most 1 "
+                f"(got {self.selectivity:g})"
             )
         return self
 

@@ -383,6 +383,10 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
                 (gw("fp5", params(0, op="=~")), "params.op: unknown comparison '=~'"),
                 (gw("fp6", params(1, agg="median")), "count_k.params.agg: unknown aggregate"),
                 (ramp("fp7", params(1, exp="v * 2")), "enrich.params.exp: a map takes expr"),
+                (  # 9 for 0.9: the simulator's filter made 9 rows of each one it read
+                    gw("fp8", lambda d: d["operators"][0].update(selectivity=9)),
+                    "operators.0.selectivity: a filter passes at most every row",
+                ),
             )
         ),
         (  # exited 1: "'list' argument must have no negative elements"
