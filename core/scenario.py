@@ -292,6 +292,13 @@ class Scenario(TrimtabModel):
             self.network()
         except TopologyError as e:
             raise ValueError(str(e)) from None
+        read = {s for o in self.operators for s in o.inputs}
+        for i, o in enumerate(self.operators):  # shedding weighs the query outputs alone
+            if "weight" in o.model_fields_set and o.id in read:
+                raise ValueError(
+                    f"operators.{i}.weight: {o.id!r} feeds other operators, and only a query "
+                    "output's weight counts (an operator no other reads)"
+                )
         return self
 
     def drift_times(self) -> list[float]:

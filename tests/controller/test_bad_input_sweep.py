@@ -383,6 +383,10 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
                 (gw("fp5", params(0, op="=~")), "params.op: unknown comparison '=~'"),
                 (gw("fp6", params(1, agg="median")), "count_k.params.agg: unknown aggregate"),
                 (ramp("fp7", params(1, exp="v * 2")), "enrich.params.exp: a map takes expr"),
+                (  # the shedding LP weighs the query outputs alone: ignored without a word
+                    sc("fp9", lambda d: d["operators"][0].update(weight=5)),
+                    "operators.0.weight: 'a1' feeds other operators",
+                ),
                 (  # 9 for 0.9: the simulator's filter made 9 rows of each one it read
                     gw("fp8", lambda d: d["operators"][0].update(selectivity=9)),
                     "operators.0.selectivity: a filter passes at most every row",
