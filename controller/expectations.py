@@ -4,8 +4,9 @@ Each expectation the scenario sets is compared with the figure the replay measur
 same summary keys on the simulator and on Spark, where latency is the batch duration):
 ``max_mean_latency_s`` with ``mean_latency``, ``max_p99_latency_s`` with ``p99_latency``,
 ``max_dropped_fraction`` with ``dropped_fraction`` and ``zero_lost_tuples`` with
-``lost_tuples``. ``trimtab replay`` reports every check and exits 4 when one fails, so a
-scenario file is a regression test for the controller it configures.
+``lost_tuples``. ``trimtab replay`` reports every check and exits 4 when one fails, or when
+the run did not measure its figure, so a scenario file is a regression test for the controller
+it configures.
 """
 
 from __future__ import annotations
@@ -49,9 +50,17 @@ def check_expectations(expect: Expectations, summary: dict[str, Any]) -> list[di
 
 
 def unmet(checks: list[dict[str, Any]]) -> list[str]:
-    """One line per failed check, naming the expectation and both numbers."""
+    """One line per check that does not hold, naming the expectation and both numbers, or
+    that its figure was not measured: a check nothing measured is not met (a Spark run whose
+    batches read no row times none, and was reported as meeting its latency bound).
+
+    >>> unmet(check_expectations(Expectations(max_p99_latency_s=1.0), {"p99_latency": None}))
+    ['max_p99_latency_s: p99_latency was not measured']
+    """
     return [
-        f"{c['expectation']}: {c['key']} {c['measured']:.4g} > {c['bound']:.4g}"
+        f"{c['expectation']}: {c['key']} was not measured"
+        if c["met"] is None
+        else f"{c['expectation']}: {c['key']} {c['measured']:.4g} > {c['bound']:.4g}"
         for c in checks
-        if c["met"] is False
+        if c["met"] is not True
     ]

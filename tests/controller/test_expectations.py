@@ -76,3 +76,26 @@ def test_every_shipped_scenario_meets_its_expectations(path: Path) -> None:
     sc = load_scenario(path)
     checks = check_expectations(sc.expect, replay_sim(sc).summary)
     assert checks and all(c["met"] for c in checks), checks
+
+
+def test_an_expectation_the_run_did_not_measure_is_not_met(spark, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A Spark run whose stream is silent times no batch: its p99 is None, and the replay
+    said 'expectations met: max_p99_latency_s' with exit 0. It exits 4 naming the figure that
+    was not measured; the check it could make still counts."""
+    import typer
+
+    from controller.cli.replays import _finish
+    from controller.spark_replay import replay_spark
+
+    doc = yaml.safe_load((SCENARIOS / "seed-groupby-window.yaml").read_text())
+    doc["streams"][0]["rate"] = {"kind": "constant", "rate": 0}
+    doc["expect"] = {"max_p99_latency_s": 1.0, "zero_lost_tuples": True}
+    sc = ScenarioFile.model_validate(doc)
+    res = replay_spark(sc, batches=2, workdir=tmp_path / "w", spark=spark)
+    assert res.summary["p99_latency"] is None and res.summary["lost_tuples"] == 0
+    with pytest.raises(typer.Exit) as e:
+        _finish(res, None, True, sc)
+    assert e.value.exit_code == 4
+    err = capsys.readouterr().err
+    assert "max_p99_latency_s: p99_latency was not measured" in err, err
+    assert "zero_lost_tuples" not in err, err  # measured and met
