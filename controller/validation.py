@@ -134,6 +134,13 @@ def plan_problems(plan: Plan, scenario: ScenarioFile) -> list[str]:
             f"placement.nodes: {n!r} is not a node of scenario {scenario.name!r} "
             f"(nodes: {', '.join(sorted(known_nodes))})"
         )
+    if plan.operators:  # what the pipeline would apply from the batch that pins the plan
+        from spark_adapter.query import compile_query, with_operator_params
+
+        try:
+            with_operator_params(compile_query(scenario), plan.operators)
+        except ValueError as e:
+            out.append(str(e))
     return out
 
 

@@ -14,9 +14,9 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from core.model_base import TrimtabModel
+from core.model_base import BOOLEAN, TrimtabModel
 
 __all__ = [
     "HAPlan",
@@ -257,6 +257,16 @@ class Plan(TrimtabModel):
     operators: dict[str, dict[str, float | str]] = Field(default_factory=dict)
     reason: str = ""
     details: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("operators", mode="before")
+    @classmethod
+    def _no_boolean_parameter(cls, ops: Any) -> Any:
+        """A parameter's ``true`` would be read as 1 (a filter on ``v > 1``)."""
+        for op, params in ops.items() if isinstance(ops, dict) else ():
+            for name, v in params.items() if isinstance(params, dict) else ():
+                if isinstance(v, bool):
+                    raise ValueError(f"{op}.{name}: {BOOLEAN}")
+        return ops
 
     @model_validator(mode="after")
     def _on_running_nodes(self) -> Plan:

@@ -379,8 +379,8 @@ def format_validation_error(err: ValidationError) -> list[str]:
         loc = _format_loc(tuple(e["loc"]))
         if loc == "(root)" and ": " in msg:  # model-level checks name their own field path
             lines.append(msg)
-        elif ours and isinstance(got, dict) and msg.split(": ", 1)[0] in got:
-            lines.append(f"{loc}.{msg}")  # a check of the mapping that names one of its keys
+        elif ours and isinstance(got, dict) and msg.split(": ", 1)[0].split(".")[0] in got:
+            lines.append(f"{loc}.{msg}")  # a check of the mapping that names a key (or a path)
         elif ours and isinstance(got, dict | list):
             lines.append(f"{loc}: {msg}")
         else:

@@ -855,6 +855,26 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "'ghost'",
         ),
+        *(  # a plan's operator parameters, as the pipeline would apply them: true read as 1
+            (
+                f"plan operator parameters {ops}",
+                ["validate", "--scenario", str(GW), _plan_with(tmp, i, ops)],
+                2,
+                needle,
+            )
+            for i, (ops, needle) in enumerate(
+                (
+                    (
+                        {"filter_v": {"value": True}},
+                        "operators.filter_v.value: a number is needed, not a boolean",
+                    ),
+                    (
+                        {"filter_v": {"vlaue": 3}},
+                        "operators.filter_v.params.vlaue: a filter takes column, op, value",
+                    ),
+                )
+            )
+        ),
         # flags
         ("ticks 0", ["replay", good, "--ticks", "0"], 2, "ticks"),
         ("ticks -1", ["replay", good, "--ticks", "-1"], 2, "ticks"),
@@ -1131,6 +1151,16 @@ def _plan_workdirs(tmp: Path) -> Path:
         q = compile_query(load_scenario(SCENARIOS / sc))
         PlanStore(tmp / name / "plans").publish(key_group_plan(q, [0] * q.key_groups))
     return tmp / "other"
+
+
+def _plan_with(tmp: Path, i: int, operators: dict) -> str:  # type: ignore[type-arg]
+    """The ``planned`` workdir's plan (``_plan_workdirs``) with these operator parameters."""
+    import json
+
+    plan = json.loads((tmp / "planned" / "plans" / "v000000.json").read_text())
+    out = tmp / f"plan-ops{i}.json"
+    out.write_text(json.dumps(plan | {"operators": operators}))
+    return str(out)
 
 
 def _other_pipeline_config(tmp: Path, cf) -> str:  # type: ignore[no-untyped-def]
