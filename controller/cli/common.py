@@ -171,6 +171,15 @@ def out_file(path: Path, flag: str) -> None:
         fail(f"{flag}: {path} is not writable")
 
 
+def finite(value: float | None) -> float | None:
+    """Every number flag's callback: a finite number (typer reads ``inf``, ``nan`` and
+    ``1e999`` as floats; ``--trigger-s inf`` opened the lease in a missing workdir, exit 1, and
+    ``partition --seconds inf`` overflowed)."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value}: a finite number is needed")
+    return value
+
+
 def writable_dir(path: Path, flag: str) -> None:
     """Exit 2 naming ``flag`` unless ``path`` is (or can be made) a writable directory."""
     try:

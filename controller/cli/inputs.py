@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from controller.cli.common import app, fail, load, out_file, print_json, writable_dir
+from controller.cli.common import app, fail, finite, load, out_file, print_json, writable_dir
 from controller.cli.resources import check_segments
 
 input_app = typer.Typer(
@@ -29,15 +29,22 @@ def input_generate(
     segments: Annotated[
         int | None, typer.Option(min=1, help="ticks to write (default: the scenario's duration)")
     ] = None,
-    scale: Annotated[float, typer.Option(min=1e-6, help="multiplies the scenario's rates")] = 1.0,
+    scale: Annotated[
+        float, typer.Option(callback=finite, min=1e-6, help="multiplies the scenario's rates")
+    ] = 1.0,
     pace_s: Annotated[
         float | None,
-        typer.Option(min=0.01, help="write live: one segment every S seconds (until SIGTERM)"),
+        typer.Option(
+            callback=finite,
+            min=0.01,
+            help="write live: one segment every S seconds (until SIGTERM)",
+        ),
     ] = None,
     close: Annotated[bool, typer.Option(help="mark the end of the stream when done")] = False,
     lead_s: Annotated[
         float | None,
         typer.Option(
+            callback=finite,
             min=0.0,
             help="with --pace-s: land each segment S seconds before a multiple of the pace "
             "since the epoch, where a live driver's trigger of that interval fires, so each "
@@ -86,12 +93,18 @@ def input_import(
     fmt: Annotated[
         str | None, typer.Option("--format", help="csv, parquet or jsonl (default: by suffix)")
     ] = None,
-    speedup: Annotated[float, typer.Option(help="replay X times faster than event time")] = 1.0,
+    speedup: Annotated[
+        float, typer.Option(callback=finite, help="replay X times faster than event time")
+    ] = 1.0,
     tick_s: Annotated[
-        float, typer.Option(min=0.001, help="seconds of (sped-up) time per segment")
+        float,
+        typer.Option(callback=finite, min=0.001, help="seconds of (sped-up) time per segment"),
     ] = 1.0,
     max_bad_fraction: Annotated[
-        float, typer.Option(min=0.0, max=1.0, help="refuse the import above this share of bad rows")
+        float,
+        typer.Option(
+            callback=finite, min=0.0, max=1.0, help="refuse the import above this share of bad rows"
+        ),
     ] = 0.01,
 ) -> None:
     """Write the input log from your own events, one segment per tick, by their time.
@@ -137,7 +150,9 @@ def input_profile(
     fmt: Annotated[
         str | None, typer.Option("--format", help="csv, parquet or jsonl (default: by suffix)")
     ] = None,
-    window_s: Annotated[float, typer.Option(min=0.001, help="window for rate and churn, s")] = 1.0,
+    window_s: Annotated[
+        float, typer.Option(callback=finite, min=0.001, help="window for rate and churn, s")
+    ] = 1.0,
     plot: Annotated[Path | None, typer.Option(help="write a PNG: rate and key skew")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:

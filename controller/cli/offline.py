@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from controller.cli.common import app, fail, load, names, out_file, print_json
+from controller.cli.common import app, fail, finite, load, names, out_file, print_json
 from controller.cli.tables import show, table
 
 
@@ -53,7 +53,9 @@ def place_cmd(
 @app.command("shed")
 def shed_cmd(
     scenario: Annotated[Path, typer.Argument(help="scenario file (YAML)")],
-    at: Annotated[float | None, typer.Option(help="input rates at this time (s)")] = None,
+    at: Annotated[
+        float | None, typer.Option(callback=finite, help="input rates at this time (s)")
+    ] = None,
     peak: Annotated[bool, typer.Option(help="input rates at the peak total rate")] = False,
     method: Annotated[
         str, typer.Option(help="comma-separated: lp,fit,uniform,local,none")
@@ -111,6 +113,16 @@ TraceOpt = Annotated[
 ]
 
 
+ZipfOpt = Annotated[
+    float | None,
+    typer.Option(callback=finite, min=0.0, help="override the key distribution with Zipf(S)"),
+]
+WindowOpt = Annotated[
+    float,
+    typer.Option(callback=finite, min=0.001, help="window length in seconds (of the trace's ts)"),
+]
+
+
 @app.command("partition")
 def partition_cmd(
     scenario: Annotated[Path, typer.Argument(help="scenario file (YAML)")],
@@ -125,9 +137,7 @@ def partition_cmd(
             help="workers (as many as key groups at most); default: the scenario's nodes",
         ),
     ] = None,
-    zipf: Annotated[
-        float | None, typer.Option(min=0.0, help="override the key distribution with Zipf(S)")
-    ] = None,
+    zipf: ZipfOpt = None,
     keys: Annotated[int | None, typer.Option(min=1, help="override the key-space size")] = None,
     trace: TraceOpt = None,
     key_col: Annotated[str, typer.Option(help="the trace's key column")] = "key",
@@ -136,11 +146,9 @@ def partition_cmd(
         int | None, typer.Option(min=1, help="a trace without its time column: windows of N rows")
     ] = None,
     seconds: Annotated[
-        float | None, typer.Option(min=1.0, help="replay only the first S seconds")
+        float | None, typer.Option(callback=finite, min=1.0, help="replay only the first S seconds")
     ] = None,
-    window_s: Annotated[
-        float, typer.Option(min=0.001, help="window length in seconds (of the trace's ts)")
-    ] = 1.0,
+    window_s: WindowOpt = 1.0,
     sources: Annotated[int, typer.Option(min=1, help="source instances per partitioner")] = 1,
     json_out: Annotated[
         bool, typer.Option("--json", help="print a JSON list, one object per partitioner")

@@ -13,6 +13,7 @@ from controller.cli.common import (
     check_input_log,
     err,
     fail,
+    finite,
     load,
     names,
     note_idle_partitions,
@@ -58,7 +59,7 @@ PartitionerOpt = Annotated[
 ]
 PartitionsOpt = Annotated[int, typer.Option(min=1, help="Spark: partitions of the keyed stage")]
 ScaleOpt = Annotated[
-    float, typer.Option(min=0.0001, help="Spark: input rate scale (fit the machine)")
+    float, typer.Option(callback=finite, min=1e-4, help="Spark: input rate scale (fit the machine)")
 ]
 WorkdirOpt = Annotated[
     Path | None, typer.Option(help="Spark: working directory (input log, plans, output)")
@@ -394,7 +395,7 @@ def demo(
     substrate: Annotated[str, typer.Option(help="spark (the main job) or sim")] = "spark",
     master: Annotated[str, typer.Option(help="Spark master")] = "local-cluster[2,1,1024]",
     batches: Annotated[int, typer.Option(min=2, help="micro-batches per run")] = 12,
-    scale: Annotated[float, typer.Option(min=0.0001, help="input rate scale")] = 0.5,
+    scale: Annotated[float, typer.Option(callback=finite, min=1e-4, help="input rate scale")] = 0.5,
     partitioner: Annotated[str, typer.Option(help="trimtab's hot-key partitioner")] = "wchoices",
     placement: Annotated[str, typer.Option(help="trimtab's placement")] = "correlation-oneway",
     report: Annotated[Path, typer.Option(help="report directory")] = Path("reports/demo"),

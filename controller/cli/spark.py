@@ -15,6 +15,7 @@ from controller.cli.common import (
     check_plan,
     ensure_plan,
     fail,
+    finite,
     load,
     note_idle_partitions,
     out_file,
@@ -40,6 +41,7 @@ DefaultPlanOpt = Annotated[
 MtbfOpt = Annotated[
     float | None,
     typer.Option(
+        callback=finite,
         min=1.0,
         help="mean time between failures: snapshot interval from Young/Daly on the measured"
         " snapshot cost (starting at --snapshot-every)",
@@ -48,6 +50,7 @@ MtbfOpt = Annotated[
 TriggerOpt = Annotated[
     float | None,
     typer.Option(
+        callback=finite,
         min=0.01,
         help="follow the input log live, a micro-batch every S seconds, until the log is"
         " closed or SIGTERM (default: process the segments present and stop)",
@@ -61,6 +64,14 @@ ROLE_HELP = (
 )
 
 
+LeaseTtlOpt = Annotated[
+    float,
+    typer.Option(
+        callback=finite, min=0.5, help="lease time to live: the standby takes over after it"
+    ),
+]
+
+
 @pipeline_app.command("run")
 def pipeline_run(
     scenario: Annotated[Path, typer.Argument(help="scenario file (YAML)")],
@@ -68,9 +79,7 @@ def pipeline_run(
     role: Annotated[str, typer.Option(help=ROLE_HELP)] = "primary",
     master: Annotated[str, typer.Option(help="Spark master")] = "local[2]",
     partitions: Annotated[int, typer.Option(min=1)] = 2,
-    lease_ttl_s: Annotated[
-        float, typer.Option(min=0.5, help="lease time to live: the standby takes over after it")
-    ] = 3.0,
+    lease_ttl_s: LeaseTtlOpt = 3.0,
     snapshot_every: Annotated[int, typer.Option(min=1, help="state snapshot every k batches")] = 2,
     kill_after_output: Annotated[
         int | None,
@@ -141,6 +150,9 @@ def _preflight(
         ensure_plan(sc, workdir, partitions, default_plan)
     check_plan(sc, workdir, partitions)
     note_idle_partitions(sc, partitions)
+    # a live driver or a standby may start first and wait for the writer and the controller:
+    # its workdir is made now, once nothing is refused (its lease was opened in a missing one)
+    writable_dir(workdir, "--workdir")
 
 
 DRIVER_KEYS = (  # what pipeline run prints of the driver's result
@@ -221,6 +233,7 @@ def inject_cmd(
     seconds: Annotated[
         float,
         typer.Option(
+            callback=finite,
             min=0.1,
             help="stop-executor, stop-controller(-in-commit): how long to stop it; "
             "silence-stream: how "

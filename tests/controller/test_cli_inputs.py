@@ -134,3 +134,45 @@ def test_pipeline_verify_bad_input_is_one_line_and_writes_nothing(tmp_path: Path
     assert r.returncode == 2 and "no committed batch" in r.stderr, r.stderr
     assert _digest(db) == before
     assert sorted(p.name for p in empty.iterdir()) == ["metrics", "planlog.sqlite"]
+
+
+def _number_options() -> list[tuple[list[str], str]]:
+    """Every option of every command that takes a number with a fraction: (command path,
+    flag). Found from the command tree, so a flag added later is swept too."""
+    import typer.main
+
+    from controller.cli import app
+
+    found = []
+
+    def walk(cmd, path: list[str]) -> None:  # type: ignore[no-untyped-def]
+        for name, sub in getattr(cmd, "commands", {}).items():
+            walk(sub, [*path, name])
+        for p in getattr(cmd, "params", []):
+            td = getattr(p, "type_descriptor", None)
+            if td is not None and td.annotation is float:
+                found.append((path, p.opts[0]))
+
+    walk(typer.main.get_command(app), [])
+    return found
+
+
+def test_every_number_flag_refuses_inf_and_nan() -> None:
+    """typer reads inf, nan and 1e999 as floats: --trigger-s inf opened the driver's lease in
+    a missing workdir (OperationalError, exit 1), partition --seconds inf overflowed (exit 1),
+    input generate --pace-s inf slept forever between segments."""
+    from typer.testing import CliRunner
+
+    from controller.cli import app
+
+    options = _number_options()
+    assert len(options) >= 17, options  # the sweep found the flags (typer's tree was read)
+    failures = []
+    for path, flag in options:
+        for bad in ("inf", "-inf", "nan", "1e999"):
+            r = CliRunner().invoke(app, [*path, flag, bad])
+            err = r.stderr.strip()
+            named = f"'{flag}'" in err and ("finite" in err or "than or equal" in err)
+            if r.exit_code != 2 or not named or len(err.splitlines()) != 1:
+                failures.append(f"{' '.join(path)} {flag} {bad}: exit {r.exit_code}: {err!r}")
+    assert not failures, "\n".join(failures)

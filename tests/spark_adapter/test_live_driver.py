@@ -59,31 +59,32 @@ def _sample(text: str, name: str) -> float:
 
 
 def test_live_driver_stops_on_sigterm_and_the_next_one_resumes(tmp_path: Path) -> None:
+    # the workdir does not exist yet: a live driver started first makes it and waits (it
+    # opened its lease in the missing directory: OperationalError, exit 1)
+    logs, work = tmp_path, tmp_path / "w"
     sc = load_scenario(SC)
     q = compile_query(sc)
-    common = [str(SC), "--workdir", str(tmp_path)]
+    common = [str(SC), "--workdir", str(work)]
     run = [EXE, "pipeline", "run", *common, "--master", "local[2]", "--snapshot-every", "2"]
-    drv = _spawn(
-        [*run, "--trigger-s", "1", "--result", str(tmp_path / "a.json")], tmp_path / "a.err"
-    )
+    drv = _spawn([*run, "--trigger-s", "1", "--result", str(logs / "a.json")], logs / "a.err")
     gen = None
     try:
         deadline = time.monotonic() + 180
-        while not (tmp_path / "app.json").exists():  # warmed and holding the lease
+        while not (work / "app.json").exists():  # warmed and holding the lease
             assert time.monotonic() < deadline and drv.poll() is None, "the driver did not start"
             time.sleep(0.2)
         paced = ["--segments", "60", "--scale", "0.1", "--pace-s", "1"]
-        gen = _spawn([EXE, "input", "generate", *common, *paced], tmp_path / "gen.err")
+        gen = _spawn([EXE, "input", "generate", *common, *paced], logs / "gen.err")
         # started before its controller published a plan, the driver waits for one
-        while len(list((tmp_path / "input").glob("seg-*.parquet"))) < 2:
+        while len(list((work / "input").glob("seg-*.parquet"))) < 2:
             assert time.monotonic() < deadline and gen.poll() is None, "no input written"
             time.sleep(0.2)
         time.sleep(1.5)  # a trigger and more: a batch would have started
-        assert drv.poll() is None, (tmp_path / "a.err").read_text()[-2000:]
-        assert not list((tmp_path / "metrics").glob("batch-*.json"))
-        assert "waiting for a plan in" in (tmp_path / "a.err").read_text()
-        PlanStore(tmp_path / "plans").publish(alternating_plan(q))
-        while len(list((tmp_path / "metrics").glob("batch-*.json"))) < 4:
+        assert drv.poll() is None, (logs / "a.err").read_text()[-2000:]
+        assert not list((work / "metrics").glob("batch-*.json"))
+        assert "waiting for a plan in" in (logs / "a.err").read_text()
+        PlanStore(work / "plans").publish(alternating_plan(q))
+        while len(list((work / "metrics").glob("batch-*.json"))) < 4:
             assert time.monotonic() < deadline and drv.poll() is None, "driver made no progress"
             time.sleep(0.5)
         os.kill(gen.pid, signal.SIGTERM)
@@ -94,7 +95,7 @@ def test_live_driver_stops_on_sigterm_and_the_next_one_resumes(tmp_path: Path) -
         for p in (gen, drv):
             if p is not None and p.poll() is None:
                 os.kill(p.pid, signal.SIGKILL)
-    a = json.loads((tmp_path / "a.json").read_text())
+    a = json.loads((logs / "a.json").read_text())
     assert not a["ended"] and first_gen["closed"] is False
     assert a["warm_start"]["dry_batches"] == 1, a["warm_start"]  # warmed before its first batch
     assert first["warm_start"] == a["warm_start"]  # and it says so
@@ -103,19 +104,19 @@ def test_live_driver_stops_on_sigterm_and_the_next_one_resumes(tmp_path: Path) -
     assert first["committed"] == list(range(len(first["committed"])))
     ranges = [
         json.loads(f.read_text())["event_range"]
-        for f in sorted((tmp_path / "metrics").glob("batch-*.json"))
+        for f in sorted((work / "metrics").glob("batch-*.json"))
     ]
     assert max(hi for _, hi in ranges) >> 32 == first_gen["segments"] - 1  # the last segment
     starts = [
         json.loads(f.read_text())["info"]["started_at"]
-        for f in sorted((tmp_path / "metrics").glob("batch-*.json"))
+        for f in sorted((work / "metrics").glob("batch-*.json"))
     ]
     assert np.median(np.diff(starts)) >= 0.8  # it followed the live log, one batch a second
     # end-to-end: once the driver runs, a segment waits at most for the batch running when it
     # arrived and a trigger interval, then its own batch. Segments that arrived before the
     # first batch ended also waited for the query's start, so they are left out here; the
     # driver's p50 includes them.
-    files = sorted((tmp_path / "metrics").glob("batch-*.json"))
+    files = sorted((work / "metrics").glob("batch-*.json"))
     batches = [json.loads(f.read_text()) for f in files]
     durations = [b["duration_s"] for b in batches]
     ready = batches[0]["info"]["started_at"] + durations[0]
@@ -133,22 +134,22 @@ def test_live_driver_stops_on_sigterm_and_the_next_one_resumes(tmp_path: Path) -
 
     rest = _spawn(
         [EXE, "input", "generate", *common, "--segments", "2", "--scale", "0.1", "--close"],
-        tmp_path / "rest.err",
+        logs / "rest.err",
     )
     more = _json_out(rest)
     assert more["closed"] and more["first"] == first_gen["segments"]
-    second = _json_out(_spawn([*run, "--result", str(tmp_path / "b.json")], tmp_path / "b.err"))
+    second = _json_out(_spawn([*run, "--result", str(logs / "b.json")], logs / "b.err"))
     total = first_gen["segments"] + 2
     # the rest, then the flush batch that closes the windows at the end of the stream
     assert second["committed"] == list(range(len(second["committed"])))
     assert len(second["committed"]) > len(first["committed"]) and second["restored_through"] >= 1
-    assert json.loads((tmp_path / "b.json").read_text())["ended"]
+    assert json.loads((logs / "b.json").read_text())["ended"]
 
-    ref = InputLog(tmp_path / "ref")  # segments are deterministic: the same log, regenerated
+    ref = InputLog(work / "ref")  # segments are deterministic: the same log, regenerated
     ref.generate(sc, total, scale=0.1)
     exp = reference_output(ref.read(), q)
     got = pd.concat(
-        [pd.read_parquet(f) for f in sorted((tmp_path / "output").glob("batch=*/*.parquet"))],
+        [pd.read_parquet(f) for f in sorted((work / "output").glob("batch=*/*.parquet"))],
         ignore_index=True,
     ).sort_values(["key", "window_start"], ignore_index=True)
     assert_matches_reference(got, exp)
