@@ -104,8 +104,8 @@ def test_imported_events_replay_on_spark_exactly(spark, tmp_path: Path) -> None:
     Spark with the controller in the loop: the sink equals the reference."""
     imp = tmp_path / "imported"
     rep = import_events(
-        [SAMPLE], InputLog(imp / "input"), "clicks", 1.0, key_col="user", value_col="bytes"
-    )
+        [SAMPLE], InputLog(imp / "input"), "clicks", 3.0, key_col="user", value_col="bytes"
+    )  # 3 s segments: 10 batches
     sc = load_scenario(ROOT / "examples" / "events-scenario.yaml")
     res = replay_spark(sc, spark=spark, workdir=tmp_path / "run", input_dir=imp, interval_batches=2)
     s = res.summary
@@ -118,11 +118,11 @@ def test_imported_events_replay_on_spark_exactly(spark, tmp_path: Path) -> None:
         replay_spark(other, spark=spark, workdir=tmp_path / "run2", input_dir=imp)
 
 
-def _import_sample(work: Path) -> subprocess.CompletedProcess[str]:
+def _import_sample(work: Path, *more: str) -> subprocess.CompletedProcess[str]:
     """``trimtab input import`` of the shipped sample (user keys, bytes values) into ``work``."""
     exe = str(Path(sys.executable).with_name("trimtab"))
     cmd = [exe, "input", "import", str(SAMPLE), "--workdir", str(work), "--stream", "clicks"]
-    cmd += ["--key-col", "user", "--value-col", "bytes"]
+    cmd += ["--key-col", "user", "--value-col", "bytes", *more]
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
@@ -208,7 +208,7 @@ def test_imported_events_run_through_the_pipeline_driver(tmp_path: Path) -> None
 
     exe = str(Path(sys.executable).with_name("trimtab"))
     work = tmp_path / "w"
-    imp = _import_sample(work)
+    imp = _import_sample(work, "--tick-s", "3")  # 10 segments, not 30: a third of the batches
     assert imp.returncode == 0, imp.stderr
     scenario = ROOT / "examples" / "events-scenario.yaml"
     q = compile_query(load_scenario(scenario))
