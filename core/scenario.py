@@ -115,6 +115,23 @@ class KeySpec(TrimtabModel):
     shifts: list[HotKeyShift] = Field(default_factory=list)
     waves: KeyWaves | None = None
 
+    @model_validator(mode="after")
+    def _shifts_shift(self) -> KeySpec:
+        """A shift rotates the popularity ranking: one with no ranking to rotate, or by a
+        whole number of key spaces, changes nothing (it ran, unsaid)."""
+        if self.shifts and (self.distribution == "uniform" or self.s == 0):
+            raise ValueError(
+                "shifts: a uniform key distribution (distribution: uniform, or zipf with s 0) "
+                "has no hot keys to shift"
+            )
+        for i, sh in enumerate(self.shifts):
+            if sh.rotate % self.space == 0:
+                raise ValueError(
+                    f"shifts.{i}.rotate: {sh.rotate} is a whole number of key spaces (space "
+                    f"{self.space}): the ranking would not change"
+                )
+        return self
+
 
 class StreamSpec(TrimtabModel):
     """An input stream with its rate process and key space."""

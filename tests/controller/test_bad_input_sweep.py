@@ -383,6 +383,25 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
                 (gw("fp5", params(0, op="=~")), "params.op: unknown comparison '=~'"),
                 (gw("fp6", params(1, agg="median")), "count_k.params.agg: unknown aggregate"),
                 (ramp("fp7", params(1, exp="v * 2")), "enrich.params.exp: a map takes expr"),
+                (  # a shift of a whole key space, or of a ranking a uniform draw lacks,
+                    # changed nothing, unsaid
+                    gw(
+                        "ks1",
+                        lambda d: d["streams"][0]["keys"].update(
+                            shifts=[{"at_s": 5, "rotate": 2000}]
+                        ),
+                    ),
+                    "streams.0.keys.shifts.0.rotate: 2000 is a whole number of key spaces",
+                ),
+                (
+                    gw(
+                        "ks2",
+                        lambda d: d["streams"][0]["keys"].update(
+                            distribution="uniform", shifts=[{"at_s": 5, "rotate": 3}]
+                        ),
+                    ),
+                    "streams.0.keys.shifts: a uniform key distribution",
+                ),
                 (  # the shedding LP weighs the query outputs alone: ignored without a word
                     sc("fp9", lambda d: d["operators"][0].update(weight=5)),
                     "operators.0.weight: 'a1' feeds other operators",
