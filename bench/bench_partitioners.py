@@ -16,7 +16,7 @@ import numpy as np
 from bench.common import ROOT, best_of, environment, write_section
 from controller.partition import partition_replay
 from controller.scenario import load_scenario
-from core.scenario import KeySpec
+from core.keyspace import KeySpec
 from core.workload import key_probabilities, sample_keys
 from partitioners.capa import completion_time
 from partitioners.registry import NAMES, make

@@ -29,7 +29,7 @@ from core.footprint import (
     tables_problem,
     windows_problem,
 )
-from core.scenario import KeySpec
+from core.keyspace import KeySpec
 from core.workload import key_epochs, rates, sample_keys
 from partitioners.base import window_metrics
 from partitioners.capa import ProbeLatency

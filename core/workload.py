@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from core.hashing import stable_mod
+from core.keyspace import KeySpec
 from core.rates import (
     BurstyRate,
     ConstantRate,
@@ -26,7 +27,7 @@ from core.rates import (
     TraceRate,
     read_rate_trace,
 )
-from core.scenario import KeySpec, Scenario
+from core.scenario import Scenario
 
 __all__ = [
     "KeyEpochs",
@@ -112,7 +113,7 @@ def key_probabilities(spec: KeySpec, rotation: int = 0) -> Array:
 
     Examples
     --------
-    >>> from core.scenario import KeySpec
+    >>> from core.keyspace import KeySpec
     >>> key_probabilities(KeySpec(space=3, distribution="zipf", s=1.0)).round(3).tolist()
     [0.545, 0.273, 0.182]
     """
@@ -191,7 +192,7 @@ def mean_key_group_shares(spec: KeySpec, groups: int, until_s: float) -> Array:
     epoch (hot-key shift, wave step) weighted by its time (what a deployment knows from the
     declared key distribution, before any measurement).
 
-    >>> from core.scenario import HotKeyShift, KeySpec
+    >>> from core.keyspace import HotKeyShift, KeySpec
     >>> k = KeySpec(space=4, distribution="zipf", s=1.0)
     >>> mean_key_group_shares(k, 2, 10.0).round(3).tolist()
     [0.6, 0.4]

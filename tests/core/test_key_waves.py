@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from core.hashing import stable_mod
-from core.scenario import KeySpec
+from core.keyspace import KeySpec
 from core.workload import key_epochs, key_group_shares
 
 WAVES = {"classes": 2, "period_s": 40, "depth": 0.8, "step_s": 4}

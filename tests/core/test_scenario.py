@@ -140,7 +140,7 @@ def test_rate_processes(tmp_path: Path) -> None:
 
 
 def test_hot_key_shift_rotates_the_hot_set() -> None:
-    from core.scenario import KeySpec
+    from core.keyspace import KeySpec
 
     ep = key_epochs(
         KeySpec(space=100, distribution="zipf", s=1.5, shifts=[{"at_s": 10, "rotate": 7}])

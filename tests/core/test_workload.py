@@ -10,7 +10,7 @@ def test_mean_key_group_shares_of_a_long_wavy_run_are_quick_and_close() -> None:
     few percent of the exact average over whole periods (the waves cancel)."""
     import time
 
-    from core.scenario import KeySpec, KeyWaves
+    from core.keyspace import KeySpec, KeyWaves
     from core.workload import mean_key_group_shares
 
     k = KeySpec(space=4000, distribution="zipf", s=0.6)

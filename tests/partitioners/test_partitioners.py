@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core.hashing import stable_mod
-from core.scenario import KeySpec
+from core.keyspace import KeySpec
 from core.workload import key_probabilities, sample_keys
 from partitioners.base import candidates, window_metrics
 from partitioners.capa import CAPA, ECAPA, ProbeLatency, completion_time
