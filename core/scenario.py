@@ -153,6 +153,14 @@ class FaultSpec(TrimtabModel):
             raise ValueError("node, stream: a partition fault names a node or a stream")
         if self.node is None and self.kind != "partition":
             raise ValueError(f"node: a {self.kind} fault needs a node")
+        if "factor" in self.model_fields_set and self.kind != "slow":
+            raise ValueError(f"factor: only a slow fault has one (a {self.kind} fault ignored it)")
+        if self.duration_s is not None and self.kind in ("lose", "restore"):
+            what = "is permanent" if self.kind == "lose" else "acts at once"
+            raise ValueError(
+                f"duration_s: a {self.kind} fault {what} and ignored it (a kill heals after "
+                "duration_s)"
+            )
         return self
 
 

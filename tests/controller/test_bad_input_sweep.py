@@ -402,6 +402,24 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
                     ),
                     "streams.0.keys.shifts: a uniform key distribution",
                 ),
+                (  # a fault's setting its kind does not read: ignored without a word
+                    sc(
+                        "fa1",
+                        lambda d: d.update(
+                            faults=[{"at_s": 5, "kind": "kill", "node": "B", "factor": 3}]
+                        ),
+                    ),
+                    "faults.0.factor: only a slow fault has one",
+                ),
+                (
+                    sc(
+                        "fa2",
+                        lambda d: d.update(
+                            faults=[{"at_s": 5, "kind": "lose", "node": "B", "duration_s": 9}]
+                        ),
+                    ),
+                    "faults.0.duration_s: a lose fault is permanent",
+                ),
                 (  # the shedding LP weighs the query outputs alone: ignored without a word
                     sc("fp9", lambda d: d["operators"][0].update(weight=5)),
                     "operators.0.weight: 'a1' feeds other operators",
