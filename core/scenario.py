@@ -153,7 +153,7 @@ class FaultSpec(TrimtabModel):
             raise ValueError("node, stream: a partition fault names a node or a stream")
         if self.node is None and self.kind != "partition":
             raise ValueError(f"node: a {self.kind} fault needs a node")
-        if "factor" in self.model_fields_set and self.kind != "slow":
+        if self.factor != 1.0 and self.kind != "slow":  # by value: a dump sets every field
             raise ValueError(f"factor: only a slow fault has one (a {self.kind} fault ignored it)")
         if self.duration_s is not None and self.kind in ("lose", "restore"):
             what = "is permanent" if self.kind == "lose" else "acts at once"
@@ -265,7 +265,7 @@ class Scenario(TrimtabModel):
             raise ValueError(str(e)) from None
         read = {s for o in self.operators for s in o.inputs}
         for i, o in enumerate(self.operators):  # shedding weighs the query outputs alone
-            if "weight" in o.model_fields_set and o.id in read:
+            if o.weight != 1.0 and o.id in read:  # by value: a dumped model sets every field
                 raise ValueError(
                     f"operators.{i}.weight: {o.id!r} feeds other operators, and only a query "
                     "output's weight counts (an operator no other reads)"
