@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from controller.scenario import ScenarioFile
 from controller.spark_view import spark_view
 from core.batch_model import BatchModel, Warmup
 from core.files import read_text
-from core.model_base import TrimtabModel
+from core.model_base import STRICT, TrimtabModel
 from core.workload import rates
 from spark_adapter.batchstats import BatchStats, read_batch_stats
 
@@ -47,13 +47,12 @@ __all__ = [
 ]
 
 RUN_FILE = "run.json"  # what replay_spark ran: the scenario, scale and partitions
-_STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Provenance(TrimtabModel):
     """Where the numbers came from and how well the model fits them."""
 
-    model_config = _STRICT
+    model_config = STRICT
     scenario: str
     workdir: str
     batches: int = Field(ge=1)
@@ -65,20 +64,20 @@ class Provenance(TrimtabModel):
 
 
 class SimulatorOverlay(TrimtabModel):
-    model_config = _STRICT
+    model_config = STRICT
     rate_scale: float = Field(gt=0)
     batch_model: BatchModel
 
 
 class OperatorCost(TrimtabModel):
-    model_config = _STRICT
+    model_config = STRICT
     cost_us: float = Field(ge=0)
 
 
 class CalibrationOverlay(TrimtabModel):
     """The file ``trimtab calibrate`` writes and ``replay --calibration`` reads."""
 
-    model_config = _STRICT
+    model_config = STRICT
     calibration: Provenance
     simulator: SimulatorOverlay
     operators: dict[str, OperatorCost]

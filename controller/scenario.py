@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from controller.placement_params import (
     method_problem,
@@ -21,7 +21,7 @@ from controller.placement_params import (
 )
 from controller.settings import ControllerSettings
 from core.footprint import footprint_problem, machine_memory
-from core.model_base import TrimtabModel
+from core.model_base import STRICT, TrimtabModel
 from core.scenario import Scenario, ScenarioError, load_model
 from spark_adapter.query import operator_params_problem
 
@@ -31,7 +31,7 @@ __all__ = ["Expectations", "ScenarioFile", "SparkSettings", "load_scenario"]
 class Expectations(TrimtabModel):
     """Optional checks on a replay's summary."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = STRICT
     max_mean_latency_s: float | None = Field(None, gt=0)
     max_p99_latency_s: float | None = Field(None, gt=0)
     zero_lost_tuples: bool = False
@@ -41,7 +41,7 @@ class Expectations(TrimtabModel):
 class SparkSettings(TrimtabModel):
     """How a Spark replay of the scenario runs on one machine."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = STRICT
     # relative speed of each executor, by executor id ("0", "1", ...): executor i spends
     # max(speeds) / speeds[i] times the operators' CPU cost (heterogeneous executors on one
     # machine; honoured on local-cluster and standalone masters, where executors have ids)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
-from core.model_base import TrimtabModel
+from core.model_base import STRICT, TrimtabModel
 from partitioners.registry import NAMES as PARTITIONERS
 
 __all__ = [
@@ -27,14 +27,13 @@ __all__ = [
     "overlay",
 ]
 
-_STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 CORRELATION_SHORTHANDS = ("pair_threshold", "load_threshold")
 
 
 class PlacementSettings(TrimtabModel):
     """Placement method and its anti-flapping settings."""
 
-    model_config = _STRICT
+    model_config = STRICT
     method: str = Field("least-loaded", description="placement method (trimtab place --help)")
     initial: str | None = Field(None, description="another method for the initial plan only")
     fixed: dict[str, str] = Field(default_factory=dict, description="operator -> node pins")
@@ -85,7 +84,7 @@ class PlacementSettings(TrimtabModel):
 class SheddingSettings(TrimtabModel):
     """Load shedding: the method and the headroom it plans against."""
 
-    model_config = _STRICT
+    model_config = STRICT
     method: Literal["none", "lp", "fit", "uniform", "local"] = "none"
     headroom: float = Field(0.95, gt=0, le=1, description="plan against headroom x capacity")
     plan_table: bool = Field(
@@ -110,7 +109,7 @@ class SheddingSettings(TrimtabModel):
 class DPCSettings(TrimtabModel):
     """Delay, Process and Correct for an input that stops arriving (Borealis)."""
 
-    model_config = _STRICT
+    model_config = STRICT
     mode: Literal["block", "tentative"] = Field(
         "tentative",
         description="tentative: results that depend on a silent input are emitted tentative "
@@ -124,7 +123,7 @@ class DPCSettings(TrimtabModel):
 class HASettings(TrimtabModel):
     """Availability policy, its checkpoint interval, failure detection and DPC."""
 
-    model_config = _STRICT
+    model_config = STRICT
     policy: Literal["none", "upstream", "passive", "active"] = "none"
     dpc: DPCSettings = Field(default_factory=DPCSettings)
     checkpoint_interval: int = Field(10, ge=1, description="batches or ticks per checkpoint")
@@ -147,7 +146,7 @@ class ScalingSettings(TrimtabModel):
     """Scale the node count from measured true processing rates (DS2); shed only at the
     ceiling. Off by default: every node of the cluster runs."""
 
-    model_config = _STRICT
+    model_config = STRICT
     enabled: bool = False
     target_utilization: float = Field(
         0.7, gt=0, le=1, description="plan the node count for this utilization"
@@ -176,7 +175,7 @@ class ScalingSettings(TrimtabModel):
 class ControllerSettings(TrimtabModel):
     """Everything the controller decides with: round interval, load window, policies."""
 
-    model_config = _STRICT
+    model_config = STRICT
     interval_s: float = Field(10.0, gt=0, le=3600, description="seconds between control rounds")
     window_k: int = Field(10, ge=1, le=1000, description="load samples per window")
     partitioner: str = Field("hash", description="hot-key partitioner of a keyed stage")

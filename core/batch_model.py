@@ -7,13 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
-from core.model_base import TrimtabModel
+from core.model_base import STRICT, TrimtabModel
 
 __all__ = ["BatchModel", "Warmup"]
-
-_STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Warmup(TrimtabModel):
@@ -21,7 +19,7 @@ class Warmup(TrimtabModel):
     warm up): ``slope_s`` seconds per e-fold of batches run, ``batch_overhead_s`` at batch
     ``at_batch``, never below ``floor_s``."""
 
-    model_config = _STRICT
+    model_config = STRICT
     slope_s: float = Field(ge=0, description="the fall per e-fold of batches run (s)")
     at_batch: float = Field(ge=0, description="the batch whose fixed cost is batch_overhead_s")
     floor_s: float = Field(
@@ -34,7 +32,7 @@ class BatchModel(TrimtabModel):
     batch ``b`` whose busiest node has ``w`` CPU-seconds of work takes ``fixed_s(b) + w``,
     ``batch_overhead_s + task_overhead_s`` without a warm-up."""
 
-    model_config = _STRICT
+    model_config = STRICT
     task_overhead_s: float = Field(0.0, ge=0)
     batch_overhead_s: float = Field(0.0, ge=0, description="a batch's typical fixed cost (median)")
     planning_overhead_s: float | None = Field(

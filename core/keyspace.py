@@ -6,19 +6,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from core.model_base import TrimtabModel
+from core.model_base import STRICT, TrimtabModel
 
 __all__ = ["HotKeyShift", "KeySpec", "KeyWaves"]
-
-_STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class HotKeyShift(TrimtabModel):
     """At ``at_s`` the popularity ranking rotates by ``rotate`` keys (new keys become hot)."""
 
-    model_config = _STRICT
+    model_config = STRICT
     at_s: float = Field(ge=0)
     rotate: int = Field(ge=1)
 
@@ -30,7 +28,7 @@ class KeyWaves(TrimtabModel):
     multiple of ``classes`` has each key group in one class, so the groups' loads are periodic
     and out of phase across classes (two classes: anti-phased)."""
 
-    model_config = _STRICT
+    model_config = STRICT
     classes: int = Field(2, ge=2, le=64)
     period_s: float = Field(gt=0)
     depth: float = Field(0.8, ge=0, le=1)
@@ -45,7 +43,7 @@ class KeySpec(TrimtabModel):
     """Key space of a stream: size and distribution (uniform, or Zipf with exponent ``s``),
     hot-key shifts and periodic popularity by key class (``waves``)."""
 
-    model_config = _STRICT
+    model_config = STRICT
     space: int = Field(1000, ge=1)
     distribution: Literal["uniform", "zipf"] = "uniform"
     s: float = Field(1.0, ge=0)

@@ -13,9 +13,11 @@ import types
 import typing
 from typing import Any
 
-from pydantic import BaseModel, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 
 BOOLEAN = "a number is needed, not a boolean (true/false, yes/no, on/off)"
+# the configuration of every file model: unknown keys refused, frozen, numbers finite
+STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def numeric(tp: Any) -> bool:

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from core.files import file_problem
-from core.model_base import TrimtabModel
+from core.model_base import STRICT, TrimtabModel
 
 __all__ = [
     "RATE_KINDS",
@@ -33,14 +33,13 @@ __all__ = [
     "read_rate_trace",
 ]
 
-_STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 RATE_KINDS = ("constant", "step", "sine", "bursty", "random_walk", "ramp", "trace", "piecewise")
 
 
 class ConstantRate(TrimtabModel):
     """A constant rate in tuples/s."""
 
-    model_config = _STRICT
+    model_config = STRICT
     kind: Literal["constant"]
     rate: float = Field(ge=0)
 
@@ -48,7 +47,7 @@ class ConstantRate(TrimtabModel):
 class StepRate(TrimtabModel):
     """A piecewise-constant rate: ``steps`` of (at_s, rate), starting from ``rate``."""
 
-    model_config = _STRICT
+    model_config = STRICT
     kind: Literal["step"]
     rate: float = Field(ge=0)
     steps: list[tuple[Annotated[float, Field(ge=0)], Annotated[float, Field(ge=0)]]]
@@ -57,7 +56,7 @@ class StepRate(TrimtabModel):
 class SineRate(TrimtabModel):
     """``base + amplitude * sin(2 pi (t + phase_s) / period_s)``, clipped at 0."""
 
-    model_config = _STRICT
+    model_config = STRICT
     kind: Literal["sine"]
     base: float = Field(ge=0)
     amplitude: float = Field(ge=0)
@@ -68,7 +67,7 @@ class SineRate(TrimtabModel):
 class BurstyRate(TrimtabModel):
     """On/off bursts: ``high`` for ``on_s`` then ``low`` for ``off_s``, with a random phase jitter."""
 
-    model_config = _STRICT
+    model_config = STRICT
     kind: Literal["bursty"]
     low: float = Field(ge=0)
     high: float = Field(ge=0)
@@ -81,7 +80,7 @@ class BurstyRate(TrimtabModel):
 class RandomWalkRate(TrimtabModel):
     """A reflected Gaussian random walk around ``start`` with step std ``sigma`` per second."""
 
-    model_config = _STRICT
+    model_config = STRICT
     kind: Literal["random_walk"]
     start: float = Field(ge=0)
     sigma: float = Field(ge=0)
@@ -92,7 +91,7 @@ class RandomWalkRate(TrimtabModel):
 class RampRate(TrimtabModel):
     """A linear ramp from ``start`` to ``end`` between ``from_s`` and ``to_s``."""
 
-    model_config = _STRICT
+    model_config = STRICT
     kind: Literal["ramp"]
     start: float = Field(ge=0)
     end: float = Field(ge=0)
@@ -130,7 +129,7 @@ def read_rate_trace(path: Path) -> tuple[np.ndarray, np.ndarray]:
 class TraceRate(TrimtabModel):
     """A rate trace from a CSV file with columns ``t_s,rate`` (relative to the scenario file)."""
 
-    model_config = _STRICT
+    model_config = STRICT
     kind: Literal["trace"]
     path: str
     scale: float = Field(1.0, gt=0)
@@ -145,7 +144,7 @@ SimpleRate = Annotated[
 class RatePiece(TrimtabModel):
     """One piece of a piecewise rate: ``rate`` from ``from_s`` on."""
 
-    model_config = _STRICT
+    model_config = STRICT
     from_s: float = Field(ge=0)
     rate: SimpleRate
 
@@ -154,7 +153,7 @@ class PiecewiseRate(TrimtabModel):
     """A rate process that changes at given times (a drift): each piece holds from its
     ``from_s`` until the next piece's. The first piece starts at 0."""
 
-    model_config = _STRICT
+    model_config = STRICT
     kind: Literal["piecewise"]
     pieces: list[RatePiece] = Field(min_length=1)
 

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar
 
 import yaml
-from pydantic import ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from core.batch_model import BatchModel
 from core.cluster import Cluster, Node
 from core.files import read_text
 from core.keyspace import KeySpec
-from core.model_base import TrimtabModel
+from core.model_base import STRICT, TrimtabModel
 from core.rates import (
     RATE_KINDS,
     PiecewiseRate,
@@ -41,8 +41,6 @@ __all__ = [
     "load_scenario",
 ]
 
-_STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
 
 class ScenarioError(ValueError):
     """An invalid scenario file. ``problems`` holds one line per error."""
@@ -58,7 +56,7 @@ class ScenarioError(ValueError):
 class NodeSpec(TrimtabModel):
     """A node: ``capacity`` in cores, ``latency_ms`` per hop."""
 
-    model_config = _STRICT
+    model_config = STRICT
     id: str
     capacity: float = Field(1.0, gt=0)
     latency_ms: float = Field(1.0, ge=0)
@@ -67,7 +65,7 @@ class NodeSpec(TrimtabModel):
 class ClusterSpec(TrimtabModel):
     """The nodes of the simulated (or steered) cluster."""
 
-    model_config = _STRICT
+    model_config = STRICT
     nodes: list[NodeSpec] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -82,7 +80,7 @@ class ClusterSpec(TrimtabModel):
 class StreamSpec(TrimtabModel):
     """An input stream with its rate process and key space."""
 
-    model_config = _STRICT
+    model_config = STRICT
     id: str
     rate: RateSpec
     keys: KeySpec = Field(default_factory=KeySpec)
@@ -91,7 +89,7 @@ class StreamSpec(TrimtabModel):
 class WindowSpec(TrimtabModel):
     """A window of ``size_s`` seconds sliding every ``slide_s`` seconds."""
 
-    model_config = _STRICT
+    model_config = STRICT
     size_s: float = Field(gt=0)
     slide_s: float = Field(gt=0)
 
@@ -99,7 +97,7 @@ class WindowSpec(TrimtabModel):
 class OperatorModel(TrimtabModel):
     """An operator of the query network (see ``core.topology.OperatorSpec``)."""
 
-    model_config = _STRICT
+    model_config = STRICT
     id: str
     kind: Literal["filter", "map", "udf", "aggregate", "join", "union", "sink"]
     inputs: list[str] = Field(min_length=1)
@@ -135,7 +133,7 @@ class FaultSpec(TrimtabModel):
     partition (a node unreachable, or with ``stream`` an input stream unreachable: its tuples
     are held at the source and delivered when it heals), restore."""
 
-    model_config = _STRICT
+    model_config = STRICT
     at_s: float = Field(ge=0)
     kind: Literal["kill", "lose", "slow", "partition", "restore"]
     node: str | None = None
@@ -168,7 +166,7 @@ class SimulatorSettings(TrimtabModel):
     """Simulator constants: migration cost model, HA overheads, the rate scale and the
     micro-batch model a calibration sets."""
 
-    model_config = _STRICT
+    model_config = STRICT
     rate_scale: float = Field(
         1.0,
         gt=0,
@@ -207,7 +205,7 @@ class SimulatorSettings(TrimtabModel):
 class Scenario(TrimtabModel):
     """A replayable scenario."""
 
-    model_config = _STRICT
+    model_config = STRICT
     schema_version: Literal[1] = 1
     name: str
     description: str = ""
