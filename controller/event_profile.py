@@ -52,7 +52,7 @@ def profile_events(
             "p99": float(np.quantile(rate, 0.99)) if rate.size else 0.0,
             "max": float(rate.max()) if rate.size else 0.0,
         },
-        "zipf_s": round(zipf_fit(keys), 3),
+        "zipf_s": None if (s := zipf_fit(keys)) is None else round(s, 3),
         "top_keys": top,
         "hot_set_churn": round(hot_set_churn(ts, keys, window_s), 4),
         "window_s": window_s,

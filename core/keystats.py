@@ -18,8 +18,9 @@ __all__ = ["hot_set_churn", "rate_series", "top_keys", "zipf_fit"]
 IntArray = NDArray[np.int64]
 
 
-def zipf_fit(keys: IntArray, max_rank: int = 1000) -> float:
-    """The Zipf exponent s of the keys' rank-frequency curve (0 for fewer than 3 keys).
+def zipf_fit(keys: IntArray, max_rank: int = 1000) -> float | None:
+    """The Zipf exponent s of the keys' rank-frequency curve; None for fewer than 3 distinct
+    keys (two points fit any exponent: 0 would read as a uniform stream).
 
     Examples
     --------
@@ -31,7 +32,7 @@ def zipf_fit(keys: IntArray, max_rank: int = 1000) -> float:
     _, counts = np.unique(keys, return_counts=True)
     freq = np.sort(counts)[::-1][:max_rank].astype(float)
     if freq.size < 3:
-        return 0.0
+        return None
     r = np.log(np.arange(1, freq.size + 1))
     slope = np.polyfit(r, np.log(freq), 1)[0]
     return float(-slope)

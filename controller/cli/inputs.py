@@ -181,7 +181,9 @@ def input_profile(
     print(
         f"rate (1/s)  mean {r['mean']:.1f}, p50 {r['p50']:.1f}, p99 {r['p99']:.1f}, max {r['max']:.1f}"
     )
-    print(f"keys        {prof['distinct_keys']} distinct, Zipf s = {prof['zipf_s']}")
+    s = prof["zipf_s"]
+    fit = "Zipf s not fitted (fewer than 3 distinct keys)" if s is None else f"Zipf s = {s}"
+    print(f"keys        {prof['distinct_keys']} distinct, {fit}")
     print(
         f"hot set     churn {prof['hot_set_churn']:.2f} between {window_s:g} s windows (top 10; 0 = stable, 1 = new every window)"
     )

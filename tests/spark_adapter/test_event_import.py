@@ -182,6 +182,22 @@ def test_profile_tells_skew_rate_and_churn(tmp_path: Path) -> None:
     assert sorted(p.name for p in SAMPLE.parent.iterdir()) == before  # read-only
 
 
+def test_profile_does_not_fit_a_zipf_exponent_to_two_keys(tmp_path: Path) -> None:
+    """Two points fit any exponent: a stream of two keys, one with 3 of 4 events, was profiled
+    as "Zipf s = 0.0", which reads as uniform. No exponent is reported; the text says why."""
+    from controller.event_profile import profile_events
+
+    events = tmp_path / "e.csv"
+    events.write_text("ts,key\n0,a\n0.5,a\n1.2,a\n2,b\n")
+    prof = profile_events([events])
+    assert prof["distinct_keys"] == 2 and prof["zipf_s"] is None
+    exe = str(Path(sys.executable).with_name("trimtab"))
+    r = subprocess.run([exe, "input", "profile", str(events)], capture_output=True, text=True)
+    assert r.returncode == 0 and "Zipf s not fitted (fewer than 3 distinct keys)" in r.stdout
+    events.write_text("ts,key\n0,a\n0.5,a\n1.2,a\n1.5,a\n2,b\n2.1,b\n2.2,c\n")
+    assert profile_events([events])["zipf_s"] > 0.5  # three keys are fitted
+
+
 def test_profile_cli(tmp_path: Path) -> None:
     exe = str(Path(sys.executable).with_name("trimtab"))
     r = subprocess.run(
