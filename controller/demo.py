@@ -15,6 +15,7 @@ from typing import Any
 
 from controller.scenario import ScenarioFile
 from controller.spark_replay import replay_spark
+from spark_adapter.interrupt import holding_sigint
 
 __all__ = ["DEMO_KEYS", "run_demo"]
 
@@ -35,6 +36,7 @@ DEMO_KEYS = (
 )
 
 
+@holding_sigint  # a Ctrl-C is carried out once Spark is up, or between batches
 def run_demo(
     scenario: ScenarioFile,
     master: str,

@@ -28,11 +28,13 @@ from controller.scenario import ScenarioFile
 from controller.spark_summary import SparkRun, run_summary
 from controller.wiring import make_policy, spark_context, with_shedding
 from simulator import SimResult
+from spark_adapter.interrupt import holding_sigint
 from spark_adapter.verification import output_mismatch
 
 __all__ = ["SparkRun", "replay_spark"]
 
 
+@holding_sigint  # a Ctrl-C is carried out once Spark is up, or between batches
 def replay_spark(
     scenario: ScenarioFile,
     master: str = "local[2]",

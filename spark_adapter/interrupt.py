@@ -6,17 +6,36 @@ cleanup closed the plan log under the batch that was still committing. Here the 
 only asks: once the batch in progress has committed, the query is stopped (from another
 thread, while the query thread is between batches) and the run raises :class:`Interrupted`.
 A second SIGINT interrupts at once, as Python's default does.
+
+Outside a batch run, a Spark command holds a Ctrl-C the same way (``sigint_held``): while the
+JVM starts, a Python interrupted in ``launch_gateway`` left the JVM to print its own trace; once
+PySpark's context is up, its handler fired inside a py4j call. A held Ctrl-C is carried out at
+the next safe point (``stop_if_asked``): the session started, the first batch about to run, a
+standby's wait for the lease.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import signal
 import threading
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["Interrupted", "StopRequest", "sigint_asks"]
+P = ParamSpec("P")
+R = TypeVar("R")
+
+__all__ = [
+    "Interrupted",
+    "StopRequest",
+    "asked",
+    "holding_sigint",
+    "reclaim_sigint",
+    "sigint_asks",
+    "sigint_held",
+    "stop_if_asked",
+]
 
 
 class Interrupted(Exception):
@@ -41,6 +60,60 @@ class StopRequest:
             threading.Thread(target=query.stop, name="trimtab-stop", daemon=True).start()
 
 
+_asked = threading.Event()  # a first Ctrl-C, held for the next safe point
+
+
+def _hold(signum: int, frame: Any) -> None:
+    if _asked.is_set():
+        raise KeyboardInterrupt
+    _asked.set()
+
+
+def asked() -> bool:
+    """Whether a held Ctrl-C waits to be carried out."""
+    return _asked.is_set()
+
+
+def stop_if_asked(message: str) -> None:
+    """At a safe point: raise :class:`Interrupted` with ``message`` if a Ctrl-C was held."""
+    if _asked.is_set():
+        raise Interrupted(message)
+
+
+@contextlib.contextmanager
+def sigint_held() -> Iterator[None]:
+    """While inside (main thread only), a first SIGINT is held (``asked``) and a second
+    raises KeyboardInterrupt; the outermost one forgets it as it ends."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, _hold)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+        if old is not _hold:  # the outermost: a held Ctrl-C was carried out or came too late
+            _asked.clear()
+
+
+def holding_sigint(fn: Callable[P, R]) -> Callable[P, R]:
+    """``fn`` run inside ``sigint_held``: a Spark command from its session's start to its end."""
+
+    @functools.wraps(fn)
+    def held(*args: P.args, **kwargs: P.kwargs) -> R:
+        with sigint_held():
+            return fn(*args, **kwargs)
+
+    return held
+
+
+def reclaim_sigint() -> None:
+    """Inside ``sigint_held``, after PySpark's context started: its handler (cancel every job
+    from inside the blocked py4j call, then KeyboardInterrupt) replaced the holding one."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _hold)
+
+
 @contextlib.contextmanager
 def sigint_asks(stop: StopRequest) -> Iterator[None]:
     """While inside, a SIGINT sets ``stop.asked`` and a second raises KeyboardInterrupt (in the
@@ -53,9 +126,14 @@ def sigint_asks(stop: StopRequest) -> Iterator[None]:
         if stop.asked.is_set():
             raise KeyboardInterrupt
         stop.asked.set()
+        _asked.set()  # a command holding Ctrl-C around the run sees it too
 
     old = signal.signal(signal.SIGINT, ask)
+    if _asked.is_set():  # held while the query started: the first batch is the last
+        stop.asked.set()
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, old)
+        if old is not _hold:  # no command holds Ctrl-C around this run
+            _asked.clear()

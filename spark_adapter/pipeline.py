@@ -48,7 +48,7 @@ from spark_adapter.batchstats import BatchStats, retire_batch_stats, write_batch
 from spark_adapter.dpc import Coverage, arrivals, dpc_info
 from spark_adapter.executor_pool import ExecutorPool, live_executor_count
 from spark_adapter.input_order import InputOutOfOrder, ReadOrder, segment_indices
-from spark_adapter.interrupt import Interrupted, StopRequest, sigint_asks
+from spark_adapter.interrupt import Interrupted, StopRequest, sigint_asks, stop_if_asked
 from spark_adapter.operators import ROW_COLUMNS, ROW_DDL
 from spark_adapter.options import PipelineOptions
 from spark_adapter.plan_fit import PlanGuard, PlanRefused
@@ -352,6 +352,7 @@ class SparkPipeline:
     def run_available(self, max_files: int = 1, name: str | None = None) -> int:
         """Process every segment present now (availableNow), one segment per batch."""
         self._prepare()
+        stop_if_asked("interrupted before the first batch ran")  # a Ctrl-C held until now
         query = self._writer(max_files, name).trigger(availableNow=True).start()
         self.interrupt = StopRequest(query)
         with self._query_errors(), sigint_asks(self.interrupt):

@@ -13,6 +13,8 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
+from spark_adapter.interrupt import asked, reclaim_sigint, sigint_held, stop_if_asked
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -102,33 +104,43 @@ def make_session(
     os.environ["SPARK_LOCAL_IP"] = LOOPBACK  # must precede the JVM start
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app)
-        .config("spark.driver.host", LOOPBACK)
-        .config("spark.driver.bindAddress", LOOPBACK)
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.executorEnv.PYSPARK_PYTHON", os.environ["PYSPARK_PYTHON"])
-        .config("spark.executorEnv.SPARK_LOCAL_IP", LOOPBACK)
-    )
-    extra: dict[str, str] = {}
+    opts = {
+        "spark.master": master,
+        "spark.app.name": app,
+        "spark.driver.host": LOOPBACK,
+        "spark.driver.bindAddress": LOOPBACK,
+        "spark.ui.showConsoleProgress": "false",
+        "spark.executorEnv.PYSPARK_PYTHON": os.environ["PYSPARK_PYTHON"],
+        "spark.executorEnv.SPARK_LOCAL_IP": LOOPBACK,
+    }
     m = re.match(r"local-cluster\[(\d+),\s*(\d+),\s*(\d+)\]", master)
     if m and "spark.executor.memory" not in (conf or {}):
         # an executor must fit its worker: leave a quarter of the worker's memory spare
-        extra["spark.executor.memory"] = f"{int(m.group(3)) * 3 // 4}m"
+        opts["spark.executor.memory"] = f"{int(m.group(3)) * 3 // 4}m"
     standalone = master.startswith("spark://")
     if standalone and "spark.executor.memory" not in (conf or {}):
         # Spark's default (1g) does not fit a worker started with less; trimtab's tasks are
         # small pandas partitions
-        extra["spark.executor.memory"] = STANDALONE_EXECUTOR_MEMORY
-    for key, value in {**TEST_CONF, **extra, **(conf or {})}.items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    if standalone:
-        _wait_for_executors(session, master)
+        opts["spark.executor.memory"] = STANDALONE_EXECUTOR_MEMORY
+    opts |= {**TEST_CONF, **(conf or {})}
+    with sigint_held():  # Ctrl-C while the JVM starts: the session is stopped, one line
+        # the context first: PySpark sets its own SIGINT handler as the context comes up
+        # (cancel every job from inside the blocked py4j call); it is taken back at once,
+        # before the session's slower start (the session then finds this context)
+        context = SparkContext.getOrCreate(SparkConf().setAll(list(opts.items())))
+        reclaim_sigint()
+        try:
+            session = SparkSession.builder.config(map=opts).getOrCreate()
+            context.setLogLevel("ERROR")
+            if standalone:
+                _wait_for_executors(session, master)
+            stop_if_asked("interrupted while Spark was starting; nothing ran")
+        except BaseException:
+            context.stop()
+            raise
     return session
 
 
@@ -140,6 +152,8 @@ def _wait_for_executors(session: SparkSession, master: str, timeout_s: float = 6
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if sc._jsc.sc().getExecutorMemoryStatus().size() > 1:  # the driver counts as one
+            return
+        if asked():  # a Ctrl-C while waiting: the caller stops the session
             return
         time.sleep(0.5)
     mem = sc.getConf().get("spark.executor.memory", "1g")

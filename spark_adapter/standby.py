@@ -28,6 +28,7 @@ from typing import Any
 from core.lease import Lease, read_lease
 from spark_adapter.active_standby import follow, followed_floor, handover, publish, shadow_dir
 from spark_adapter.batchstats import end_to_end
+from spark_adapter.interrupt import holding_sigint, stop_if_asked
 
 __all__ = ["ROLES", "DriverOptions", "run_driver", "wait_for_holder"]
 
@@ -69,6 +70,7 @@ class DriverOptions:
     dpc_max_delay_s: float = 2.0
 
 
+@holding_sigint  # a Ctrl-C before the stream runs: carried out at the next safe point
 def run_driver(
     workdir: str | Path, scenario_path: str, role: str, **options: Any
 ) -> dict[str, Any]:
@@ -205,6 +207,7 @@ def _take_over_active(
     b = max(shadow.log.committed(), default=-1) + 1
     # it takes over from a primary only: never the lease of a pipeline no one has run yet
     while lease.state().epoch == 0 or (epoch := lease.acquire(holder)) is None:
+        stop_if_asked("interrupted: the active standby stopped following the primary")
         if follow(shadow, work, b):
             b += 1
         else:
@@ -234,6 +237,7 @@ def _acquire(lease: Lease, holder: str, role: str, pipe: Any) -> int:
     if role == "standby":
         (pipe.dir / STANDBY_READY).touch()  # warm and waiting: a harness may start the primary
     while True:
+        stop_if_asked(f"interrupted: the {role} stopped waiting for the lease")
         may_take = not (role == "standby" and lease.state().epoch == 0)
         epoch = lease.acquire(holder) if may_take else None
         if epoch is not None:
@@ -270,6 +274,7 @@ def _wire_driver(spark: Any, pipe: Any, work: Path, o: DriverOptions) -> list[fl
 
 def _run(pipe: Any, trigger_s: float | None) -> bool:
     """Process the log (at once, or live until closed or signalled); flush when it ended."""
+    stop_if_asked("interrupted before the first batch ran")  # a Ctrl-C held until now
     if trigger_s is None:
         pipe.run_available()
         ended = True

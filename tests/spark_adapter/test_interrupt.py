@@ -5,11 +5,13 @@ plan log closed under the batch still committing ("Cannot operate on a closed da
 
 from __future__ import annotations
 
+import contextlib
 import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from spark_adapter.actuator import PlanLog
@@ -46,3 +48,71 @@ def test_ctrl_c_stops_a_spark_replay_after_a_committed_batch(tmp_path: Path) -> 
     assert 2 <= stopped < BATCHES - 1, stopped
     written = sorted(int(d.name.split("=")[1]) for d in (work / "output").glob("batch=*"))
     assert written == committed, written
+
+
+def _interrupt(cmd: list, ready: Callable[[subprocess.Popen], bool]) -> tuple[int, str, list]:
+    """Run ``cmd``, SIGINT it once ``ready(p)``; its exit code, stderr and JVM pids."""
+    import psutil
+
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    jvms: list[int] = []
+    try:
+        deadline = time.monotonic() + 180
+        while not ready(p):
+            assert p.poll() is None and time.monotonic() < deadline, p.communicate()
+            time.sleep(0.05)
+        jvms = [c.pid for c in psutil.Process(p.pid).children(recursive=True)]
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    assert out == ""  # no summary of a run cut short
+    return p.returncode, err, jvms
+
+
+def test_ctrl_c_while_spark_starts_is_one_line(tmp_path: Path) -> None:
+    """A Ctrl-C while the JVM starts: Python died in ``launch_gateway`` and the JVM printed a
+    NoSuchFileException trace; a little later PySpark's handler fired inside a py4j call (two
+    screens of py4j traces). Now the start-up finishes, the session stops, one line, exit 130,
+    and the JVM is gone."""
+    import psutil
+
+    exe = Path(sys.executable).with_name("trimtab")
+    cmd = [exe, "replay", str(SCENARIOS / "seed-groupby-window.yaml"), "--substrate", "spark"]
+    cmd += ["--batches", "3", "--workdir", str(tmp_path / "w")]
+
+    def jvm_starting(p: subprocess.Popen) -> bool:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            return any("java" in c.name() for c in psutil.Process(p.pid).children(True))
+        return False
+
+    code, err, jvms = _interrupt(cmd, jvm_starting)
+    assert code == 130, err[-3000:]
+    assert "Traceback" not in err and "Exception" not in err, err[-3000:]
+    assert (
+        err.strip().splitlines()[-1] == "error: interrupted while Spark was starting; nothing ran"
+    )
+    assert not (tmp_path / "w" / "planlog.sqlite").exists()  # nothing ran
+    deadline = time.monotonic() + 20
+    while any(psutil.pid_exists(j) for j in jvms) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [j for j in jvms if psutil.pid_exists(j)], jvms
+
+
+def test_ctrl_c_after_start_up_before_the_first_batch_is_one_line(tmp_path: Path) -> None:
+    """Spark is up and the input written (``app.json`` published), the query not yet running:
+    PySpark's handler used to fire inside whatever py4j call was blocked. Now the Ctrl-C is
+    held to the next batch boundary: no batch, or the first only, committed; one line."""
+    work = tmp_path / "w"
+    exe = Path(sys.executable).with_name("trimtab")
+    cmd = [exe, "replay", str(SCENARIOS / "seed-groupby-window.yaml"), "--substrate", "spark"]
+    cmd += ["--batches", str(BATCHES), "--workdir", str(work)]
+    code, err, _ = _interrupt(cmd, lambda p: (work / "app.json").exists())
+    assert code == 130, err[-3000:]
+    assert "Traceback" not in err and "Exception" not in err, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    before = last == "error: interrupted before the first batch ran"
+    m = re.fullmatch(r"error: interrupted: the run stopped once batch (\d+) had committed", last)
+    assert before or (m and int(m.group(1)) == 0), err[-3000:]
+    committed = PlanLog(work / "planlog.sqlite").committed()
+    assert committed == ([] if before else [0]), (last, committed)
