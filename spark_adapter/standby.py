@@ -237,7 +237,6 @@ def _acquire(lease: Lease, holder: str, role: str, pipe: Any) -> int:
     if role == "standby":
         (pipe.dir / STANDBY_READY).touch()  # warm and waiting: a harness may start the primary
     while True:
-        stop_if_asked(f"interrupted: the {role} stopped waiting for the lease")
         may_take = not (role == "standby" and lease.state().epoch == 0)
         epoch = lease.acquire(holder) if may_take else None
         if epoch is not None:
@@ -247,6 +246,7 @@ def _acquire(lease: Lease, holder: str, role: str, pipe: Any) -> int:
         if role == "standby" and time.time() - last_follow > 1.0:
             pipe.restore()
             last_follow = time.time()
+        stop_if_asked(f"interrupted: the {role} stopped waiting for the lease")
         time.sleep(0.1)
 
 

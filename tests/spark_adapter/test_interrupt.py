@@ -72,9 +72,9 @@ def _interrupt(cmd: list, ready: Callable[[subprocess.Popen], bool]) -> tuple[in
 
 def test_ctrl_c_while_spark_starts_is_one_line(tmp_path: Path) -> None:
     """A Ctrl-C while the JVM starts: Python died in ``launch_gateway`` and the JVM printed a
-    NoSuchFileException trace; a little later PySpark's handler fired inside a py4j call (two
-    screens of py4j traces). Now the start-up finishes, the session stops, one line, exit 130,
-    and the JVM is gone."""
+    NoSuchFileException trace and lived on, orphaned (found still running 20 minutes later);
+    a little later PySpark's handler fired inside a py4j call (two screens of py4j traces).
+    Now the start-up finishes, the session stops, one line, exit 130, and the JVM is gone."""
     import psutil
 
     exe = Path(sys.executable).with_name("trimtab")
@@ -116,3 +116,21 @@ def test_ctrl_c_after_start_up_before_the_first_batch_is_one_line(tmp_path: Path
     assert before or (m and int(m.group(1)) == 0), err[-3000:]
     committed = PlanLog(work / "planlog.sqlite").committed()
     assert committed == ([] if before else [0]), (last, committed)
+
+
+def test_ctrl_c_on_a_standby_waiting_for_the_lease_is_one_line(tmp_path: Path) -> None:
+    """A warm standby with no primary waits for the lease, following commits: a held Ctrl-C
+    must be carried out in that wait (else it would wait on), in one line."""
+    from controller.scenario import load_scenario
+    from spark_adapter.source import InputLog
+
+    sc_path, work = SCENARIOS / "seed-groupby-window.yaml", tmp_path / "w"
+    InputLog(work / "input").generate(load_scenario(sc_path), 2, scale=0.1)
+    exe = Path(sys.executable).with_name("trimtab")
+    cmd = [exe, "pipeline", "run", str(sc_path), "--workdir", str(work), "--role", "standby"]
+    cmd += ["--trigger-s", "2", "--default-plan"]
+    code, err, _ = _interrupt(cmd, lambda p: (work / "_STANDBY_READY").exists())
+    assert code == 130, err[-3000:]
+    assert "Traceback" not in err and "Exception" not in err, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert last == "error: interrupted: the standby stopped waiting for the lease", err[-3000:]
