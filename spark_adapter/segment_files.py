@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,21 +59,40 @@ def restamp(files: Sequence[tuple[int, Path]], apply: bool = True) -> list[int]:
     return moved
 
 
-def check(path: Path, columns: Sequence[str]) -> None:
+def check(path: Path, columns: Sequence[str], streams: Collection[str] | None = None) -> None:
     """A ``ValueError`` naming ``path`` unless it is a readable Parquet file with ``columns``
-    (its footer is read, not its rows); a file trimmed meanwhile passes."""
+    (its footer is read, not its rows) and, given ``streams``, rows of those streams only (a
+    log written for another scenario, or events imported under another ``--stream``: their
+    rows were read by no operator, unsaid); a file trimmed meanwhile passes."""
     try:
-        names = set(pq.read_schema(path).names)
+        md = pq.read_metadata(path)
     except FileNotFoundError:
         return
     except (OSError, ValueError) as e:
         raise ValueError(_unreadable(path, e)) from None
-    missing = [c for c in columns if c not in names]
+    missing = [c for c in columns if c not in md.schema.names]
     if missing:
         raise ValueError(
             f"input log: {path} lacks the input column(s) {', '.join(missing)}; "
             "segments come from `trimtab input generate` or `trimtab input import`"
         )
+    if streams is None or md.num_rows == 0 or "stream" not in md.schema.names:
+        return
+    found = _footer_min_max(md, ("stream",))  # one stream: its statistics say which
+    if found is not None and found[0][0] == found[0][1]:
+        names = {_text(found[0][0])}
+    else:
+        names = {_text(x) for x in read(path, ["stream"])["stream"].unique()}
+    if stray := sorted(names - set(streams)):
+        raise ValueError(
+            f"input log: {path} holds rows of stream {stray[0]!r}, not a stream of the "
+            f"scenario ({', '.join(sorted(streams))}); was the log written for another "
+            "scenario, or the events imported under another --stream?"
+        )
+
+
+def _text(x: Any) -> str:
+    return x.decode() if isinstance(x, bytes) else str(x)
 
 
 def span(path: Path) -> tuple[int, int, float] | None:

@@ -25,7 +25,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,13 +138,14 @@ class InputLog:
             return _ARROW.empty_table().to_pandas()
         return pd.concat([self.read_segment(i) for i in idx], ignore_index=True)
 
-    def check(self) -> int:
+    def check(self, streams: Collection[str] | None = None) -> int:
         """Every segment present is a readable Parquet file with the input columns (its
-        footer is read, not its rows); returns how many. A ``ValueError`` names the first that
-        is not, so a command can refuse the log before it runs anything."""
+        footer is read, not its rows) and, given ``streams``, rows of those streams only;
+        returns how many. A ``ValueError`` names the first that is not, so a command can
+        refuse the log before it runs anything."""
         segs = self.segments()
         for i in segs:
-            segment_files.check(self.path(i), _ARROW.names)
+            segment_files.check(self.path(i), _ARROW.names, streams)
         return len(segs)
 
     def span(self, index: int) -> tuple[int, int, float] | None:

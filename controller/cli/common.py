@@ -190,16 +190,17 @@ def writable_dir(path: Path, flag: str) -> None:
         fail(f"{flag}: {path} is not writable")
 
 
-def check_input_log(path: Path, flag: str) -> None:
+def check_input_log(path: Path, flag: str, sc: ScenarioFile | None = None) -> None:
     """Exit 2 naming ``flag`` and the file unless every input segment under ``path`` (a
-    workdir holding ``input/``, or the log itself) is readable with the input columns."""
+    workdir holding ``input/``, or the log itself) is readable with the input columns and,
+    given the scenario ``sc``, holds rows of its streams only."""
     from spark_adapter.source import InputLog
 
     root = path / "input" if (path / "input").is_dir() else path
     if not root.is_dir():
         return  # no log yet (a live writer starts it)
     try:
-        InputLog(root).check()
+        InputLog(root).check(None if sc is None else [s.id for s in sc.streams])
     except ValueError as e:
         fail(f"{flag}: {e}")
 

@@ -12,7 +12,16 @@ from typing import Annotated
 
 import typer
 
-from controller.cli.common import app, fail, finite, load, out_file, print_json, writable_dir
+from controller.cli.common import (
+    app,
+    check_input_log,
+    fail,
+    finite,
+    load,
+    out_file,
+    print_json,
+    writable_dir,
+)
 from controller.cli.resources import check_segments
 
 input_app = typer.Typer(
@@ -62,6 +71,7 @@ def input_generate(
         fail(f"--lead-s: {lead_s} needs --pace-s, and must be below it (got {pace_s})")
     sc = load(scenario)
     check_segments(sc, scale, segments if segments is not None else sc.ticks, workdir)
+    check_input_log(workdir / "input", "--workdir", sc)  # appended to: this scenario's log
     log = InputLog(workdir / "input")
     if log.closed:
         fail(f"{log.root}: the log is closed (the stream has ended); use a new workdir", 1)

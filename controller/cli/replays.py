@@ -257,7 +257,7 @@ def _check_replay_flags(
         fail(f"--input: {input_dir} is not a directory")
     _check_substrate_flags(ctx, substrate)
     if input_dir is not None:  # its segments read once the flags are known to apply
-        check_input_log(input_dir, "--input")
+        check_input_log(input_dir, "--input", sc)
     if report is not None:
         writable_dir(report, "--report")
 

@@ -144,7 +144,7 @@ def _preflight(
 ) -> None:
     """Before Spark starts: the input log, the master, and a plan this pipeline can run (a
     batch run's primary needs one now; a live one may wait for a daemon's)."""
-    check_input_log(workdir / "input", "--workdir")
+    check_input_log(workdir / "input", "--workdir", sc)
     check_master(master)
     if role == "primary" and (trigger_s is None or default_plan):  # live: a daemon may publish
         ensure_plan(sc, workdir, partitions, default_plan)

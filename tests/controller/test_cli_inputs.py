@@ -176,3 +176,35 @@ def test_every_number_flag_refuses_inf_and_nan() -> None:
             if r.exit_code != 2 or not named or len(err.splitlines()) != 1:
                 failures.append(f"{' '.join(path)} {flag} {bad}: exit {r.exit_code}: {err!r}")
     assert not failures, "\n".join(failures)
+
+
+def test_a_log_of_another_scenarios_streams_is_refused_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    """A log holds one scenario's streams. Appending another scenario's segments, or running
+    a scenario over events imported under another ``--stream``, ran: the rows no operator
+    reads were dropped unsaid (an imported log's whole output was empty). Refused by name,
+    before Spark starts, nothing appended."""
+    seed, zipf = SCENARIOS / "seed-groupby-window.yaml", SCENARIOS / "zipf-moderate.yaml"
+    work = tmp_path / "w"
+    gen = [EXE, "input", "generate", "--workdir", str(work), "--segments", "1", "--scale", "0.01"]
+    assert subprocess.run([*gen, str(seed)], capture_output=True).returncode == 0
+    r = subprocess.run([*gen, str(zipf)], capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    assert "seg-000000.parquet holds rows of stream 's', not a stream of the scenario (events)" in (
+        r.stderr
+    )
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in (work / "input").glob("seg-*")) == ["seg-000000.parquet"]
+    events = tmp_path / "e.csv"
+    events.write_text("ts,key\n0,a\n0.5,b\n1.2,a\n")
+    imp = [EXE, "input", "import", str(events), "--workdir", str(tmp_path / "i")]
+    assert subprocess.run([*imp, "--stream", "clicks"], capture_output=True).returncode == 0
+    run = [EXE, "pipeline", "run", str(seed), "--workdir", str(tmp_path / "i"), "--default-plan"]
+    replay = [EXE, "replay", str(seed), "--substrate", "spark", "--input", str(tmp_path / "i")]
+    for cmd, flag in ((run, "--workdir"), (replay, "--input")):
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and r.stderr.startswith(f"error: {flag}: input log: "), r.stderr
+        assert "holds rows of stream 'clicks', not a stream of the scenario (s)" in r.stderr
+        assert "WARN" not in r.stderr  # refused before Spark started
+    assert not (tmp_path / "i" / "planlog.sqlite").exists()
