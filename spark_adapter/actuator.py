@@ -332,6 +332,15 @@ class PlanLog:
             (batch_id, version, wm_prev, wm, twm),
         )
 
+    def ended_at(self) -> int | None:
+        """The committed batch that closed every window (its watermark infinite: the end of
+        a batch run, or of a live one whose log was closed), if one did: the stream ended."""
+        row = self._db.execute(
+            "SELECT MAX(batch_id) FROM pins JOIN commits USING (batch_id) WHERE pins.wm = ?",
+            (math.inf,),
+        ).fetchone()
+        return None if row[0] is None else int(row[0])
+
     def committed(self) -> list[int]:
         """Committed batch ids, ascending."""
         return [

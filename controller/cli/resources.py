@@ -35,6 +35,14 @@ def check_spark_run(master: str, sc: ScenarioFile, params: dict[str, Any]) -> No
     """``check_master``; then, unless ``--input`` gives the events, ``check_segments`` for the
     input a replay or the demo generates (its ``--scale``, ``--batches`` and ``--workdir``)."""
     check_master(master)
+    work = params.get("workdir")
+    if work is not None and (
+        any(Path(work).glob("input/seg-*")) or Path(work, "planlog.sqlite").exists()
+    ):
+        fail(
+            f"--workdir: {work} holds another run (its input log or plan log): a replay writes "
+            "its own; give a new or empty directory"
+        )
     if params.get("input_dir") is None:
-        where = params.get("workdir") or Path(tempfile.gettempdir())
+        where = work or Path(tempfile.gettempdir())
         check_segments(sc, params["scale"], params["batches"], Path(where), "--batches")

@@ -208,3 +208,24 @@ def test_a_log_of_another_scenarios_streams_is_refused_before_anything_runs(
         assert "holds rows of stream 'clicks', not a stream of the scenario (s)" in r.stderr
         assert "WARN" not in r.stderr  # refused before Spark started
     assert not (tmp_path / "i" / "planlog.sqlite").exists()
+
+
+def test_a_spark_replay_into_another_runs_workdir_is_refused_before_spark(
+    tmp_path: Path,
+) -> None:
+    """A second ``replay --substrate spark --workdir W`` into a run's W started Spark and then
+    failed on ``FileExistsError: segment 0 already exists`` (exit 1): refused first, exit 2."""
+    seed, work = SCENARIOS / "seed-groupby-window.yaml", tmp_path / "w"
+    gen = [EXE, "input", "generate", str(seed), "--workdir", str(work), "--segments", "1"]
+    assert subprocess.run(gen, capture_output=True).returncode == 0
+    replay = [EXE, "replay", str(seed), "--substrate", "spark", "--batches", "1"]
+    r = subprocess.run([*replay, "--workdir", str(work)], capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr == (
+        f"error: --workdir: {work} holds another run (its input log or plan log): a replay "
+        "writes its own; give a new or empty directory\n"
+    )
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "planlog.sqlite").write_bytes(b"")
+    r = subprocess.run([*replay, "--workdir", str(tmp_path / "p")], capture_output=True, text=True)
+    assert r.returncode == 2 and "holds another run" in r.stderr, r.stderr

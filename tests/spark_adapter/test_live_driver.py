@@ -257,3 +257,38 @@ def test_daemon_steers_a_live_pipeline_end_to_end(tmp_path: Path) -> None:
     assert any(r["kind"].endswith("reroute") and "0 hot key" not in r["reason"] for r in rows)
     versions = [v for _, v in sorted(pinned)]
     assert versions == sorted(versions)  # a running pipeline only moves forward in plans
+
+
+def test_a_pipeline_a_batch_run_ended_refuses_to_run_on(tmp_path: Path) -> None:
+    """A batch run closes every window in a last batch of its own, outside Spark's numbering
+    of the stream's batches. Segments appended after it and run again took that batch's id:
+    its output (the windows it closed) was replaced, and the next batch failed on an infinite
+    watermark (a Python worker's OverflowError under a screen of JVM trace). Refused now,
+    before Spark starts, with the ended pipeline's output and commits as they were."""
+    import sqlite3
+
+    sc_path, work = SCENARIOS / "seed-groupby-window.yaml", tmp_path / "w"
+    gen = [EXE, "input", "generate", str(sc_path), "--workdir", str(work), "--scale", "0.1"]
+    run = [EXE, "pipeline", "run", str(sc_path), "--workdir", str(work), "--default-plan"]
+    assert subprocess.run([*gen, "--segments", "2"], capture_output=True).returncode == 0
+    first = subprocess.run(run, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert json.loads(first.stdout)["committed"] == [0, 1, 2]  # 2 segments and the closing
+
+    def ended() -> tuple[list, dict]:
+        with contextlib.closing(sqlite3.connect(work / "planlog.sqlite")) as db:
+            commits = db.execute("SELECT * FROM commits ORDER BY batch_id").fetchall()
+        out = {f.name: f.read_bytes() for f in (work / "output" / "batch=2").glob("*.parquet")}
+        return commits, out
+
+    before = ended()
+    assert before[1]  # the closing batch wrote the windows it closed
+    assert subprocess.run([*gen, "--segments", "1"], capture_output=True).returncode == 0
+    again = subprocess.run(run, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 2, again.stderr[-3000:]
+    assert again.stderr == (
+        "error: --workdir: this pipeline has ended: batch 2 closed every window (a batch run "
+        "ends the stream, as a live one does once its log is closed); nothing more runs here: "
+        "start a new --workdir (a live run, --trigger-s, keeps its windows open)\n"
+    )
+    assert ended() == before
