@@ -27,6 +27,7 @@ __all__ = [
     "app",
     "check_input_log",
     "check_master",
+    "check_not_ended",
     "check_plan",
     "ensure_plan",
     "err",
@@ -203,6 +204,27 @@ def check_input_log(path: Path, flag: str, sc: ScenarioFile | None = None) -> No
         InputLog(root).check(None if sc is None else [s.id for s in sc.streams])
     except ValueError as e:
         fail(f"{flag}: {e}")
+
+
+def check_not_ended(workdir: Path) -> None:
+    """Exit 2 when this pipeline's stream has ended (``pipeline run``; ``input generate``,
+    whose segments would never run): a batch after the one that closed every window would
+    take that batch's id in Spark's own numbering (its output replaced, the windows it
+    closed lost) and start from an infinite watermark."""
+    from spark_adapter.actuator import PlanLog
+
+    if not (workdir / "planlog.sqlite").is_file():
+        return
+    try:
+        ended = PlanLog(workdir / "planlog.sqlite", read_only=True).ended_at()
+    except ValueError as e:
+        fail(f"--workdir: {e}")
+    if ended is not None:
+        fail(
+            f"--workdir: this pipeline has ended: batch {ended} closed every window (a batch "
+            "run ends the stream, as a live one does once its log is closed); nothing more "
+            "runs here: start a new --workdir (a live run, --trigger-s, keeps its windows open)"
+        )
 
 
 def check_master(master: str) -> None:

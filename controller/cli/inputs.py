@@ -15,6 +15,7 @@ import typer
 from controller.cli.common import (
     app,
     check_input_log,
+    check_not_ended,
     fail,
     finite,
     load,
@@ -72,6 +73,7 @@ def input_generate(
     sc = load(scenario)
     check_segments(sc, scale, segments if segments is not None else sc.ticks, workdir)
     check_input_log(workdir / "input", "--workdir", sc)  # appended to: this scenario's log
+    check_not_ended(workdir)  # segments after the end would never run
     log = InputLog(workdir / "input")
     if log.closed:
         fail(f"{log.root}: the log is closed (the stream has ended); use a new workdir", 1)

@@ -12,6 +12,7 @@ from controller.cli.common import (
     app,
     check_input_log,
     check_master,
+    check_not_ended,
     check_plan,
     ensure_plan,
     fail,
@@ -145,7 +146,7 @@ def _preflight(
     """Before Spark starts: the input log, the master, and a plan this pipeline can run (a
     batch run's primary needs one now; a live one may wait for a daemon's)."""
     check_input_log(workdir / "input", "--workdir", sc)
-    _check_not_ended(workdir)
+    check_not_ended(workdir)
     check_master(master)
     if role == "primary" and (trigger_s is None or default_plan):  # live: a daemon may publish
         ensure_plan(sc, workdir, partitions, default_plan)
@@ -154,26 +155,6 @@ def _preflight(
     # a live driver or a standby may start first and wait for the writer and the controller:
     # its workdir is made now, once nothing is refused (its lease was opened in a missing one)
     writable_dir(workdir, "--workdir")
-
-
-def _check_not_ended(workdir: Path) -> None:
-    """Exit 2 when this pipeline's stream has ended: a batch after the one that closed every
-    window would take that batch's id in Spark's own numbering (its output replaced, the
-    windows it closed lost) and start from an infinite watermark."""
-    from spark_adapter.actuator import PlanLog
-
-    if not (workdir / "planlog.sqlite").is_file():
-        return
-    try:
-        ended = PlanLog(workdir / "planlog.sqlite", read_only=True).ended_at()
-    except ValueError as e:
-        fail(f"--workdir: {e}")
-    if ended is not None:
-        fail(
-            f"--workdir: this pipeline has ended: batch {ended} closed every window (a batch "
-            "run ends the stream, as a live one does once its log is closed); nothing more "
-            "runs here: start a new --workdir (a live run, --trigger-s, keeps its windows open)"
-        )
 
 
 DRIVER_KEYS = (  # what pipeline run prints of the driver's result

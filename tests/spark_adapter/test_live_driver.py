@@ -265,6 +265,7 @@ def test_a_pipeline_a_batch_run_ended_refuses_to_run_on(tmp_path: Path) -> None:
     its output (the windows it closed) was replaced, and the next batch failed on an infinite
     watermark (a Python worker's OverflowError under a screen of JVM trace). Refused now,
     before Spark starts, with the ended pipeline's output and commits as they were."""
+    import shutil
     import sqlite3
 
     sc_path, work = SCENARIOS / "seed-groupby-window.yaml", tmp_path / "w"
@@ -283,12 +284,20 @@ def test_a_pipeline_a_batch_run_ended_refuses_to_run_on(tmp_path: Path) -> None:
 
     before = ended()
     assert before[1]  # the closing batch wrote the windows it closed
-    assert subprocess.run([*gen, "--segments", "1"], capture_output=True).returncode == 0
-    again = subprocess.run(run, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 2, again.stderr[-3000:]
-    assert again.stderr == (
+    refused = (
         "error: --workdir: this pipeline has ended: batch 2 closed every window (a batch run "
         "ends the stream, as a live one does once its log is closed); nothing more runs here: "
         "start a new --workdir (a live run, --trigger-s, keeps its windows open)\n"
     )
+    segs = sorted(p.name for p in (work / "input").glob("seg-*"))
+    more = subprocess.run([*gen, "--segments", "1"], capture_output=True, text=True)
+    assert more.returncode == 2 and more.stderr == refused  # its segments would never run
+    assert sorted(p.name for p in (work / "input").glob("seg-*")) == segs
+    # a segment appended by other means (a copy): the run refuses it
+    other = tmp_path / "other"
+    gen_other = [EXE, "input", "generate", str(sc_path), "--workdir", str(other), "--scale", "0.1"]
+    assert subprocess.run([*gen_other, "--segments", "3"], capture_output=True).returncode == 0
+    shutil.copyfile(other / "input" / "seg-000002.parquet", work / "input" / "seg-000002.parquet")
+    again = subprocess.run(run, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 2 and again.stderr == refused, again.stderr[-3000:]
     assert ended() == before
