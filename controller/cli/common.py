@@ -32,6 +32,7 @@ __all__ = [
     "ensure_plan",
     "err",
     "fail",
+    "given",
     "load",
     "names",
     "print_json",
@@ -142,6 +143,13 @@ def fail(msg: str, code: int = 2) -> NoReturn:
     """Print ``error: msg`` on stderr and exit with ``code``."""
     print(f"error: {msg}", file=sys.stderr)
     raise typer.Exit(code)
+
+
+def given(ctx: typer.Context, param: str) -> bool:
+    """Whether the user set ``param`` (on the command line or from the environment), not
+    left it at its default."""
+    source = ctx.get_parameter_source(param)  # typer's own click: compared by name
+    return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
 
 
 def note_idle_partitions(sc: ScenarioFile, partitions: int) -> None:

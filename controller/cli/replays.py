@@ -14,6 +14,7 @@ from controller.cli.common import (
     err,
     fail,
     finite,
+    given,
     load,
     names,
     note_idle_partitions,
@@ -221,10 +222,9 @@ def _check_substrate_flags(
     imported events are the input) the generated input's ``--batches``, ``--scale``, ``--seed``."""
     _check_substrate(substrate)
     for p in (*spark_only, "ticks", "seed"):
-        if p not in ctx.params or (p == "seed" and ctx.params.get("input_dir") is None):
+        if p not in ctx.params or not given(ctx, p):
             continue
-        source = ctx.get_parameter_source(p)  # typer's own click: compared by name
-        if source is None or source.name not in ("COMMANDLINE", "ENVIRONMENT"):
+        if p == "seed" and ctx.params.get("input_dir") is None:
             continue
         flag = "--" + p.replace("_", "-")
         if substrate == "sim" and p in spark_only:

@@ -17,6 +17,7 @@ from controller.cli.common import (
     ensure_plan,
     fail,
     finite,
+    given,
     load,
     note_idle_partitions,
     out_file,
@@ -216,8 +217,40 @@ def publish_operator_cmd(
     print_json({"plan_version": plan.version, "operator": op, "params": ops[op]})
 
 
+# what each fault reads: its target argument and the options it acts on
+_FAULT_USES = {
+    "kill-executor": ("target", "workdir"),
+    "lose-executor": ("target", "workdir"),
+    "stop-executor": ("target", "workdir", "seconds"),
+    "kill-driver": ("workdir",),
+    "silence-stream": ("target", "workdir", "seconds"),
+    "kill-controller": ("decision_log",),
+    "stop-controller": ("decision_log", "seconds"),
+    "stop-controller-in-commit": ("decision_log", "seconds"),
+}
+
+
+def _check_fault_flags(
+    ctx: typer.Context, fault: str, target: str | None, known: tuple[str, ...]
+) -> None:
+    """Exit 2 naming an unknown fault, or a target or an option the fault would ignore (a kill
+    with --seconds, an executor fault with --decision-log, a controller fault with --workdir
+    or a target)."""
+    if fault not in known:
+        fail(f"fault: {fault!r} is not {', '.join(known[:-1])} or {known[-1]}")
+    uses = _FAULT_USES[fault]
+    if target is not None and "target" not in uses:
+        fail(f"target: {fault} takes no target (got {target!r})")
+    for p in ("workdir", "seconds", "decision_log"):
+        if p not in uses and given(ctx, p):
+            users = [f for f, u in _FAULT_USES.items() if p in u]
+            flag = "--" + p.replace("_", "-")
+            fail(f"{flag}: {fault} does not use it (used by {', '.join(users)})")
+
+
 @app.command("inject")
 def inject_cmd(
+    ctx: typer.Context,
     fault: Annotated[
         str,
         typer.Argument(
@@ -259,9 +292,7 @@ def inject_cmd(
     from controller.leadership import CONTROLLER_FAULTS, controller_fault
     from spark_adapter.faults import FAULTS, inject
 
-    known = (*FAULTS, "silence-stream", *CONTROLLER_FAULTS)
-    if fault not in known:
-        fail(f"fault: {fault!r} is not {', '.join(known[:-1])} or {known[-1]}")
+    _check_fault_flags(ctx, fault, target, (*FAULTS, "silence-stream", *CONTROLLER_FAULTS))
     try:
         if fault == "silence-stream":
             from spark_adapter.source import silence_stream
@@ -280,6 +311,7 @@ def inject_cmd(
 
 @app.command("cluster")
 def cluster_cmd(
+    ctx: typer.Context,
     action: Annotated[str, typer.Argument(help="up, down or status")],
     workers: Annotated[int, typer.Option(min=1, help="workers to start")] = 2,
     cores: Annotated[int, typer.Option(min=1, help="cores per worker")] = 1,
@@ -303,6 +335,9 @@ def cluster_cmd(
 
     if action not in ("up", "down", "status"):
         fail(f"action: {action!r} is not up, down or status")
+    for p in ("workers", "cores", "memory"):
+        if action != "up" and given(ctx, p):
+            fail(f"--{p}: shapes what cluster up starts; cluster {action} does not use it")
     if state_dir.exists() and not state_dir.is_dir():
         fail(f"--state-dir: {state_dir} is not a directory")
     state_file = state_dir / "cluster.json"

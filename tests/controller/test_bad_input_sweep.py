@@ -1143,6 +1143,38 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             "--lead-s",
         ),
         ("inject fault name", ["inject", "explode", "1", "--workdir", str(tmp)], 2, "explode"),
+        # an option or a target the fault would ignore: a kill for --seconds, a target the
+        # driver kill has no use for, the controller faults' log on an executor and back
+        (
+            "inject kill for seconds",
+            ["inject", "kill-executor", "1", "--seconds", "5", "--workdir", str(tmp)],
+            2,
+            "--seconds: kill-executor does not use it",
+        ),
+        (
+            "inject driver target",
+            ["inject", "kill-driver", "1", "--workdir", str(tmp)],
+            2,
+            "target",
+        ),
+        (
+            "inject executor with log",
+            [*("inject", "stop-executor", "1", "--workdir", str(tmp)), "--decision-log", good],
+            2,
+            "--decision-log: stop-executor does not use it",
+        ),
+        (
+            "inject controller in workdir",
+            ["inject", "kill-controller", "--workdir", str(tmp), "--decision-log", good],
+            2,
+            "--workdir: kill-controller does not use it",
+        ),
+        (
+            "cluster status of workers",
+            ["cluster", "status", "--workers", "3", "--state-dir", str(tmp / "cl")],
+            2,
+            "--workers: shapes what cluster up starts",
+        ),
         ("compare methods", ["compare", good, "--placement", "magic"], 2, "magic"),
     ]
     return out

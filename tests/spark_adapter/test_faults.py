@@ -133,3 +133,13 @@ def test_executor_faults_on_an_application_that_ended_are_refused(tmp_path) -> N
     (tmp_path / "app.json").write_text(json.dumps(me))
     r = CliRunner().invoke(cli, ["inject", "kill-executor", "9", "--workdir", str(tmp_path)])
     assert r.exit_code == 1 and r.stderr.startswith("error: executor: no executor '9'"), r.stderr
+
+
+def test_every_fault_says_which_options_it_uses() -> None:
+    """``trimtab inject`` refuses an option a fault would ignore by its table: a fault added
+    without a row would fail with a KeyError instead of running."""
+    from controller.cli.spark import _FAULT_USES
+    from controller.leadership import CONTROLLER_FAULTS
+    from spark_adapter.faults import FAULTS
+
+    assert list(_FAULT_USES) == [*FAULTS, "silence-stream", *CONTROLLER_FAULTS]
