@@ -26,7 +26,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from core.files import file_problem
+from core.files import connect_read_only, file_problem
 from core.lease import StaleEpochError, is_busy, read_lease
 from core.plans import Plan
 
@@ -72,7 +72,7 @@ class DecisionLog:
         with open(p, "rb") as f:
             if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
                 raise DecisionLogError(f"{p}: not a trimtab decision log (not an SQLite file)")
-        db = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
+        db = connect_read_only(p, timeout=5.0)
         try:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         except sqlite3.DatabaseError as e:

@@ -194,7 +194,7 @@ def epoch_problem(settings: Settings) -> str | None:
     from controller.decisionlog import lease_file
     from core.lease import read_lease
 
-    lease = read_lease(lease_file(settings.decision_log))
+    lease = read_lease(lease_file(settings.decision_log), leave_no_files=True)
     ours = (lease.epoch if lease is not None else 0) + 1
     if cur is None or cur[1] <= ours:
         return None

@@ -1,7 +1,9 @@
-"""One wording for a path that should name a readable file and does not."""
+"""One wording for a path that should name a readable file and does not, and a read of an
+SQLite file (a decision log, a lease, a plan log) that writes nothing beside it."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 
@@ -41,3 +43,39 @@ def read_text(path: Path) -> tuple[str | None, str | None]:
         return path.read_text(), None
     except UnicodeDecodeError as e:
         return None, f"not a UTF-8 text file (byte {e.start} is not UTF-8)"
+
+
+def connect_read_only(
+    path: Path, timeout: float = 10.0, leave_no_files: bool = True
+) -> sqlite3.Connection:
+    """An existing SQLite database opened for reading only.
+
+    SQLite's read-only mode still creates a WAL database's ``-wal`` and ``-shm`` files beside
+    it when they are missing, i.e. when no process has the database open. With
+    ``leave_no_files`` (a read-only command: ``status``, ``decisions``, ``validate``) such a
+    database is opened immutable, which creates nothing; if a writer opened it meanwhile and
+    the immutable read fails, it is read again the usual way. A ``-wal`` file present means a
+    writer has it open: the reader then shares the writer's ``-shm``, as a reader polling in a
+    protocol (``leave_no_files=False``) always does.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> with sqlite3.connect(d / "x.sqlite") as w:
+    ...     _ = w.execute("PRAGMA journal_mode=WAL").fetchone()
+    ...     _ = w.execute("CREATE TABLE t (a)")
+    >>> w.close()
+    >>> db = connect_read_only(d / "x.sqlite")
+    >>> db.execute("SELECT count(*) FROM t").fetchone(), sorted(p.name for p in d.iterdir())
+    ((0,), ['x.sqlite'])
+    """
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    if leave_no_files and not path.with_name(path.name + "-wal").exists():
+        db = sqlite3.connect(
+            uri + "&immutable=1", uri=True, timeout=timeout, check_same_thread=False
+        )
+        try:
+            db.execute("SELECT name FROM sqlite_master").fetchall()
+            return db
+        except sqlite3.DatabaseError:
+            db.close()  # another file (the caller's read names it), or a writer started
+    return sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False)

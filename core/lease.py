@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.files import connect_read_only
+
 __all__ = [
     "Lease",
     "LeaseState",
@@ -227,9 +229,7 @@ def lease_problem(path: str | Path) -> str | None:
     if not p.is_file():
         return f"{p} is not a file"
     try:
-        with contextlib.closing(
-            sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
-        ) as db:
+        with contextlib.closing(connect_read_only(p)) as db:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
     except sqlite3.DatabaseError as e:
         return f"{p} is not a trimtab lease file ({e})"
@@ -238,8 +238,10 @@ def lease_problem(path: str | Path) -> str | None:
     return None
 
 
-def read_lease(path: str | Path) -> LeaseState | None:
-    """The lease stored in ``path``, read-only; None if the file holds none (never writes).
+def read_lease(path: str | Path, leave_no_files: bool = False) -> LeaseState | None:
+    """The lease stored in ``path``, read-only; None if the file holds none (never writes it;
+    ``leave_no_files``: nor creates the files SQLite keeps beside it, for a read-only
+    command, ``files.connect_read_only``).
 
     >>> import tempfile
     >>> read_lease(Path(tempfile.mkdtemp()) / "missing.sqlite") is None
@@ -248,9 +250,7 @@ def read_lease(path: str | Path) -> LeaseState | None:
     p = Path(path)
     if not p.exists():
         return None
-    with contextlib.closing(
-        sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
-    ) as db:
+    with contextlib.closing(connect_read_only(p, leave_no_files=leave_no_files)) as db:
         try:
             row = db.execute("SELECT epoch, holder, expires FROM lease").fetchone()
         except sqlite3.DatabaseError:

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
+from core.files import connect_read_only
 from core.lease import StaleEpochError
 from core.plans import Plan
 from core.scenario import format_validation_error
@@ -208,12 +209,7 @@ class PlanLog:
 
     def _open(self, read_only: bool) -> None:
         if read_only:  # an existing log, opened so that nothing is written or created
-            # a closed WAL database (no -wal file) holds everything in its main file: opened
-            # immutable, SQLite creates no -wal/-shm files beside it; a live writer's is read
-            # through its WAL (a read-only reader shares the writer's -shm)
-            wal = self.path.with_name(self.path.name + "-wal").exists()
-            uri = f"{self.path.resolve().as_uri()}?mode=ro" + ("" if wal else "&immutable=1")
-            self._db = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False)
+            self._db = connect_read_only(self.path)
             self._db.execute("SELECT name FROM sqlite_master").fetchall()  # a database at all
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -123,7 +123,11 @@ def _lease_view(st: dict[str, Any], alive: bool) -> dict[str, Any]:
     from controller.decisionlog import lease_file
     from core.lease import read_lease
 
-    lease = read_lease(lease_file(st["decision_log"])) if st.get("decision_log") else None
+    lease = (
+        read_lease(lease_file(st["decision_log"]), leave_no_files=True)
+        if st.get("decision_log")
+        else None
+    )
     if lease is None:
         return {}
     leader = lease.pid if lease.held() else None

@@ -1005,3 +1005,37 @@ def test_on_batch_rounds_follow_the_pipelines_batches(tmp_path: Path, on_batch: 
 def test_on_batch_needs_a_pipeline(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="control.on_batch"):
         settings(tmp_path, control={"on_batch": True})
+
+
+def test_read_only_commands_leave_a_stopped_daemons_files_as_they_were(tmp_path: Path) -> None:
+    """``status``, ``decisions`` and ``validate`` read the decision log and its lease: opened
+    read-only the usual way, SQLite created each one's -wal and -shm files beside it."""
+    from typer.testing import CliRunner
+
+    from controller.cli import app
+
+    f = tmp_path / "c.yaml"
+    doc = {
+        "control": {"interval_s": 0.05},
+        "substrate": {"kind": "sim", "scenario": str(SCENARIOS / "anticorrelated-diurnal.yaml")},
+        "metrics": {"port": 0},
+        "decision_log": str(tmp_path / "st" / "d.sqlite"),
+        "state_dir": str(tmp_path / "st"),
+    }
+    f.write_text(yaml.safe_dump(doc))
+    r = subprocess.run([EXE, "run", "--config", str(f), "--rounds", "2"], capture_output=True)
+    assert r.returncode == 0, r.stderr
+    before = sorted(p.name for p in (tmp_path / "st").iterdir())
+    assert {"d.sqlite", "d.sqlite.lease"} <= set(before), before  # what the reads open
+    assert not [n for n in before if n.endswith(("-wal", "-shm"))], before  # closed: at rest
+    runner = CliRunner()
+    for argv in (
+        ["status", "--state-dir", str(tmp_path / "st")],
+        ["decisions", "--decision-log", doc["decision_log"], "--json"],
+        ["validate", str(f)],
+    ):
+        r2 = runner.invoke(app, argv)
+        assert r2.exit_code == 0, (argv, r2.output)
+        assert sorted(p.name for p in (tmp_path / "st").iterdir()) == before, argv
+        if argv[0] == "decisions":  # read through: both rounds, not an empty view
+            assert len(json.loads(r2.stdout)) == 2, r2.stdout
