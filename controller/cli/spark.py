@@ -204,6 +204,7 @@ def publish_operator_cmd(
         fail(str(e))
     if current is None:
         fail(f"--workdir: no plan in {workdir / 'plans'}: not a pipeline's working directory")
+    check_not_ended(workdir)  # no batch would pin the new version
     plans = PlanStore(workdir / "plans")
     try:
         sc = load(scenario) if scenario is not None else recorded_scenario(workdir)

@@ -293,6 +293,13 @@ def test_a_pipeline_a_batch_run_ended_refuses_to_run_on(tmp_path: Path) -> None:
     more = subprocess.run([*gen, "--segments", "1"], capture_output=True, text=True)
     assert more.returncode == 2 and more.stderr == refused  # its segments would never run
     assert sorted(p.name for p in (work / "input").glob("seg-*")) == segs
+    # nor would a batch pin an operator's new parameters: no plan is published
+    plans = sorted(p.name for p in (work / "plans").iterdir())
+    pub = [EXE, "publish-operator", "filter_v", "--params", '{"value": 50}', "--workdir", str(work)]
+    pub += ["--scenario", str(sc_path)]
+    published = subprocess.run(pub, capture_output=True, text=True)
+    assert published.returncode == 2 and published.stderr == refused, published.stderr
+    assert sorted(p.name for p in (work / "plans").iterdir()) == plans
     # a segment appended by other means (a copy): the run refuses it
     other = tmp_path / "other"
     gen_other = [EXE, "input", "generate", str(sc_path), "--workdir", str(other), "--scale", "0.1"]
