@@ -146,11 +146,12 @@ def plan_problems(plan: Plan, scenario: ScenarioFile) -> list[str]:
 
 def pipeline_problems(settings: Settings) -> list[str]:
     """A ``spark-external`` config whose workdir holds another pipeline's batches (another
-    scenario's key groups or streams, other partitions), one line; reads only."""
+    scenario's key groups or streams, other partitions) or a pipeline that has ended, one
+    line; reads only."""
     sub = settings.substrate
     if sub.kind != "spark-external" or not sub.workdir or not Path(sub.scenario).is_file():
         return []
-    from spark_adapter.external import workdir_mismatch
+    from spark_adapter.external import ended_problem, workdir_mismatch
     from spark_adapter.query import compile_query
 
     try:
@@ -158,6 +159,7 @@ def pipeline_problems(settings: Settings) -> list[str]:
     except ValueError:  # the scenario's own problem: the daemon's start names it
         return []
     problem = workdir_mismatch(sub.workdir, list(q.sides), sub.partitions, q.key_groups)
+    problem = problem or ended_problem(sub.workdir)
     return [problem] if problem else []
 
 

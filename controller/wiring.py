@@ -183,15 +183,23 @@ def make_daemon_wiring(
         ticks = sub.ticks_per_round or max(1, round(own_interval_s / sc.tick_s))
         looping = LoopingSimulator(lambda: make_simulator(sc), ticks)
         return looping, make_policy(sc, in_blackout=in_blackout)
-    from spark_adapter.external import ExternalSparkSubstrate, PipelineMismatch, workdir_mismatch
+    from spark_adapter.external import (
+        ExternalSparkSubstrate,
+        PipelineMismatch,
+        ended_problem,
+        workdir_mismatch,
+    )
     from spark_adapter.query import compile_query
 
     if not sub.workdir:
         raise ValueError("substrate.workdir: spark-external needs the pipeline's working directory")
     q = compile_query(sc)
     paths = list(q.sides)
-    # a workdir whose batches are another pipeline's: stop before anything is written
+    # a workdir whose batches are another pipeline's, or whose pipeline has ended: stop
+    # before anything is written
     if problem := workdir_mismatch(sub.workdir, paths, sub.partitions, q.key_groups):
+        raise PipelineMismatch(problem)
+    if problem := ended_problem(sub.workdir):
         raise PipelineMismatch(problem)
     inputs = [q.stream_of(s) for s in paths]
     dry = settings.control.dry_run

@@ -399,3 +399,16 @@ def retire_plans(log: PlanLog, plans: PlanStore, keep: int = 1000) -> int:
     if oldest is None or cur is None:
         return 0
     return plans.trim(min(oldest, cur - keep + 1))
+
+
+def pipeline_ended(workdir: Path) -> int | None:
+    """The batch that ended the pipeline in ``workdir`` (``PlanLog.ended_at``), or None (not
+    ended, or no plan log yet); reads only. ``ValueError`` for a file that is no plan log."""
+    f = workdir / "planlog.sqlite"
+    if not f.is_file():
+        return None
+    log = PlanLog(f, read_only=True)
+    try:
+        return log.ended_at()
+    finally:
+        log.close()

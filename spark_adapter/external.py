@@ -19,10 +19,16 @@ import numpy as np
 
 from core.observation import Observation
 from core.plans import Plan
-from spark_adapter.actuator import PlanStore
+from spark_adapter.actuator import PlanStore, pipeline_ended
 from spark_adapter.batchstats import BatchStats, observation_from_batches, read_batch_stats
 
-__all__ = ["ExternalSparkSubstrate", "PipelineMismatch", "batch_mismatch", "workdir_mismatch"]
+__all__ = [
+    "ExternalSparkSubstrate",
+    "PipelineMismatch",
+    "batch_mismatch",
+    "ended_problem",
+    "workdir_mismatch",
+]
 
 log = logging.getLogger("trimtab.external")
 
@@ -162,4 +168,21 @@ def workdir_mismatch(
         return None
     return batch_mismatch(
         read_batch_stats(files[-1]), Path(workdir), streams, partitions, key_groups
+    )
+
+
+def ended_problem(workdir: str | Path) -> str | None:
+    """Why a controller has nothing to steer in ``workdir``: its pipeline has ended (a batch
+    run's last batch, or a live run's once its log was closed, closed every window), or None;
+    reads only. A damaged plan log is left to the driver's own check."""
+    try:
+        ended = pipeline_ended(Path(workdir))
+    except ValueError:
+        return None
+    if ended is None:
+        return None
+    return (
+        f"substrate.workdir: the pipeline in {workdir} has ended: batch {ended} closed every "
+        "window, and nothing more runs there for a plan to steer (a live pipeline, pipeline "
+        "run --trigger-s, runs until its input log is closed)"
     )

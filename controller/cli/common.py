@@ -219,12 +219,10 @@ def check_not_ended(workdir: Path) -> None:
     ``publish-operator``, whose segments or plan would never run): a batch after the one that closed every window would
     take that batch's id in Spark's own numbering (its output replaced, the windows it
     closed lost) and start from an infinite watermark."""
-    from spark_adapter.actuator import PlanLog
+    from spark_adapter.actuator import pipeline_ended
 
-    if not (workdir / "planlog.sqlite").is_file():
-        return
     try:
-        ended = PlanLog(workdir / "planlog.sqlite", read_only=True).ended_at()
+        ended = pipeline_ended(workdir)
     except ValueError as e:
         fail(f"--workdir: {e}")
     if ended is not None:

@@ -300,6 +300,19 @@ def test_a_pipeline_a_batch_run_ended_refuses_to_run_on(tmp_path: Path) -> None:
     published = subprocess.run(pub, capture_output=True, text=True)
     assert published.returncode == 2 and published.stderr == refused, published.stderr
     assert sorted(p.name for p in (work / "plans").iterdir()) == plans
+    # nor a controller daemon: nothing runs there for its plans to steer
+    import yaml
+
+    cfg = tmp_path / "c.yaml"
+    sub = {"kind": "spark-external", "scenario": str(sc_path), "workdir": str(work)}
+    doc = {"substrate": sub, "metrics": {"port": 0}, "state_dir": str(tmp_path / "st")}
+    cfg.write_text(yaml.safe_dump(doc | {"decision_log": str(tmp_path / "st" / "d.sqlite")}))
+    ended_line = f"the pipeline in {work} has ended: batch 2 closed every window"
+    for cmd in (["run", "--config", str(cfg), "--rounds", "1"], ["validate", str(cfg)]):
+        daemon = subprocess.run([EXE, *cmd], capture_output=True, text=True, timeout=60)
+        assert daemon.returncode == 2 and ended_line in daemon.stderr, daemon.stderr
+    assert sorted(p.name for p in (work / "plans").iterdir()) == plans
+    assert sorted(p.name for p in (tmp_path / "st").rglob("*")) == []  # no log, no status
     # a segment appended by other means (a copy): the run refuses it
     other = tmp_path / "other"
     gen_other = [EXE, "input", "generate", str(sc_path), "--workdir", str(other), "--scale", "0.1"]
