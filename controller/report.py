@@ -35,8 +35,15 @@ __all__ = [
 ]
 
 
-def _xlabel(df: pd.DataFrame) -> str:
-    return "micro-batch" if df.index.name == "batch" else "time (s)"
+def _x_axis(ax: Any, df: pd.DataFrame) -> None:
+    """Label the x axis by the series' index: micro-batches (whole ticks only) or seconds."""
+    if df.index.name == "batch":
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("micro-batch")
+    else:
+        ax.set_xlabel("time (s)")
 
 
 def _figure() -> Figure:
@@ -70,7 +77,7 @@ def plot_node_load(node_load: pd.DataFrame) -> Figure:
     ax = fig.add_subplot()
     for col in node_load.columns:
         ax.plot(node_load.index, node_load[col], lw=0.8, label=str(col))
-    ax.set_xlabel(_xlabel(node_load))
+    _x_axis(ax, node_load)
     ax.set_ylabel("load (cores)")
     ax.set_title("Node load over time")
     if len(node_load.columns) <= 12:
@@ -90,7 +97,7 @@ def plot_heatmap(node_load: pd.DataFrame) -> Figure:
         extent=(x0, x1 if x1 > x0 else x0 + 1, len(node_load.columns) - 0.5, -0.5),
     )
     ax.set_yticks(range(len(node_load.columns)), [str(c) for c in node_load.columns])
-    ax.set_xlabel(_xlabel(node_load))
+    _x_axis(ax, node_load)
     ax.set_ylabel("node")
     ax.set_title("Load heat map")
     fig.colorbar(im, ax=ax, label="cores")
@@ -118,7 +125,7 @@ def plot_shed(shed: pd.DataFrame) -> Figure:
     for col in shed.columns:
         ax.step(shed.index, shed[col], where="post", label=str(col))
     ax.set_ylim(-0.05, 1.05)
-    ax.set_xlabel("time (s)")
+    _x_axis(ax, shed)
     ax.set_ylabel("keep fraction")
     ax.set_title("Shed fractions over time")
     ax.legend(fontsize="small")
@@ -131,7 +138,7 @@ def plot_placement(placement: pd.DataFrame) -> Figure:
     ax = fig.add_subplot()
     x = placement.index.to_numpy(dtype=float)
     ax.stackplot(x, placement.to_numpy().T, labels=[str(c) for c in placement.columns], step="post")
-    ax.set_xlabel(_xlabel(placement))
+    _x_axis(ax, placement)
     ax.set_ylabel("operators")
     ax.set_title("Placement over time")
     if len(placement.columns) <= 12:
@@ -168,7 +175,7 @@ def plot_nodes(nodes: pd.DataFrame) -> Figure:
     ax = fig.add_subplot()
     ax.step(nodes.index, nodes.iloc[:, 0], where="post")
     ax.set_ylim(0, float(nodes.iloc[:, 0].max()) + 1)
-    ax.set_xlabel(_xlabel(nodes))
+    _x_axis(ax, nodes)
     ax.set_ylabel("running nodes")
     ax.set_title("Running nodes over time")
     return fig

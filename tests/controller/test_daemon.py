@@ -495,6 +495,23 @@ def test_plot_functions_return_figures() -> None:
     )
 
 
+def test_a_spark_runs_plots_count_whole_micro_batches() -> None:
+    """A Spark run's series are indexed by micro-batch: its axis ticks are whole batches (a
+    3-batch run was ticked 0, 0.25, 0.5, ...), a simulator run's are seconds."""
+    import pandas as pd
+
+    from controller.report import plot_node_load, plot_shed
+
+    by_batch = pd.DataFrame({"p0": [0.1, 0.3, 0.2]}, index=pd.Index([0, 1, 2], name="batch"))
+    for fig in (plot_node_load(by_batch), plot_shed(by_batch.clip(upper=1.0))):
+        ax = fig.axes[0]
+        fig.canvas.draw()
+        ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+        assert ax.get_xlabel() == "micro-batch" and ticks == [0, 1, 2], ticks
+    by_time = by_batch.rename_axis("time_s")
+    assert plot_node_load(by_time).axes[0].get_xlabel() == "time (s)"
+
+
 def test_validate_checks_configs_scenarios_and_plans(tmp_path: Path) -> None:
     plan = tmp_path / "plan.json"
     plan.write_text(
