@@ -30,7 +30,7 @@ FIGURES: dict[str, tuple[str, str, str]] = {
     "duplicate_tuples": ("tuples delivered twice", "tuples", "{:,.0f}"),
     "duplicates_suppressed": ("tuples sent again, dropped by the sink", "tuples", "{:,.0f}"),
     "partials_merged": ("partial results merged across partitions", "partials", "{:,.0f}"),
-    "state_rows_moved": ("state rows moved with their key groups", "rows", "{:,.0f}"),
+    "state_rows_moved": ("state rows moved between partitions", "rows", "{:,.0f}"),
     "output_matches_reference": ("output equal to the reference", "", "{}"),
     "ticks": ("ticks (simulator) or micro-batches (Spark)", "", "{:,.0f}"),
 }
