@@ -6,7 +6,8 @@ time, missed runs coalesced and a misfire grace of about one interval; missed an
 runs are counted. SIGTERM and SIGINT stop it after the current round (exit 0). With
 ``control.on_batch`` (spark-external) the daemon also watches the pipeline's batch files and
 brings the round forward when a new one lands (a plan made from batch b reaches b + 1, not
-b + 2). A pipeline not the configured one (``PipelineMismatch``) gets no decision until fixed.
+b + 2). A pipeline not the configured one (``PipelineMismatch``) gets no decision until fixed;
+one that has ended (``PipelineEnded``) none after its last batch.
 
 Several daemons may share one decision log: the one holding its lease is primary and runs the
 rounds, the others are warm standbys (``controller.leadership``). A daemon becoming primary
@@ -45,7 +46,7 @@ from core import loadstats
 from core.cluster import NodeStatus
 from core.lease import StaleEpochError
 from core.plans import Plan
-from spark_adapter.external import PipelineMismatch
+from spark_adapter.external import PipelineEnded, PipelineMismatch
 
 __all__ = ["Daemon"]
 
@@ -83,6 +84,7 @@ class Daemon:
         self.skipped = 0
         self.refused = 0  # writes refused because a newer epoch holds the lease
         self.mismatch: str | None = None  # the steered pipeline is not the configured one
+        self.ended = False  # ... or it has ended (``mismatch`` says so)
         self.started = time.time()
         self.resumed_from: int | None = None
         self.became_primary_at: float | None = None
@@ -201,9 +203,15 @@ class Daemon:
                 self._round()
                 self.mismatch = None
             except PipelineMismatch as e:  # nothing decided or published until it is fixed
+                ended = isinstance(e, PipelineEnded)  # nothing runs there any more: said once
                 if str(e) != self.mismatch:
-                    log.error("pipeline_mismatch", extra={"fields": {"error": str(e)}})
-                self.mismatch = str(e)
+                    event = "pipeline_ended" if ended else "pipeline_mismatch"
+                    log.log(
+                        logging.INFO if ended else logging.ERROR,
+                        event,
+                        extra={"fields": {"error": str(e)}},
+                    )
+                self.mismatch, self.ended = str(e), ended
                 self._write_status()
             except StaleEpochError as e:
                 self.refused += 1
@@ -234,18 +242,8 @@ class Daemon:
         self._export(rec, decision.plan)
         self.telemetry.tick_duration.observe(time.perf_counter() - t0)
         self._write_status(rec)
-        log.info(
-            "round",
-            extra={
-                "fields": {
-                    "round": rec.round,
-                    "kind": rec.kind,
-                    "reason": rec.reason,
-                    "plan_version": rec.plan_version,
-                    "applied": rec.applied,
-                }
-            },
-        )
+        fields = ("round", "kind", "reason", "plan_version", "applied")
+        log.info("round", extra={"fields": {k: getattr(rec, k) for k in fields}})
         limit = self.settings.control.max_rounds
         if limit is not None and rec.round >= limit:
             self.stop_event.set()
@@ -309,7 +307,8 @@ class Daemon:
             "health": {
                 "missed_runs": self.missed,
                 "skipped_runs": self.skipped,
-                "pipeline_mismatch": self.mismatch,
+                "pipeline_mismatch": None if self.ended else self.mismatch,
+                "pipeline_ended": self.mismatch if self.ended else None,
                 "nodes_down": [
                     n
                     for n, st in zip(

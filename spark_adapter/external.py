@@ -24,6 +24,7 @@ from spark_adapter.batchstats import BatchStats, observation_from_batches, read_
 
 __all__ = [
     "ExternalSparkSubstrate",
+    "PipelineEnded",
     "PipelineMismatch",
     "batch_mismatch",
     "ended_problem",
@@ -35,6 +36,10 @@ log = logging.getLogger("trimtab.external")
 
 class PipelineMismatch(ValueError):
     """The steered pipeline's batches are not of the configured scenario or partitions."""
+
+
+class PipelineEnded(PipelineMismatch):
+    """The steered pipeline has ended (``ended_problem``): no batch would run a new plan."""
 
 
 class ExternalSparkSubstrate:
@@ -78,6 +83,8 @@ class ExternalSparkSubstrate:
                 with self._lock:
                     self.mtimes = read  # read again once the pipeline or the config is fixed
                 raise PipelineMismatch(problem)
+        if not fresh and (problem := ended_problem(self.dir)):  # its last batch was read
+            raise PipelineEnded(problem)
         obs = observation_from_batches(
             fresh, self.n, self.streams, self.tick_s, self.version, self.inputs, self.last_rates
         )

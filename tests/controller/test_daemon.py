@@ -654,6 +654,42 @@ def test_a_daemon_steers_only_the_pipeline_it_was_configured_for(tmp_path: Path)
     assert d.telemetry.registry.get_sample_value("trimtab_pipeline_plans_refused_total") == 1
 
 
+def test_a_daemon_whose_pipeline_ends_says_so_once_and_publishes_no_more(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The pipeline's last batch closed every window (its log closed): the round that reads it
+    decides as ever; the rounds after it decide nothing and publish no plan that no batch would
+    run, and the daemon says once that the pipeline has ended (status, log)."""
+    import logging
+
+    from spark_adapter.actuator import PlanLog, PlanStore
+    from spark_adapter.batchstats import write_batch_stats
+
+    sc, groups, work = _external_pipe(tmp_path)
+    ext = {"kind": "spark-external", "scenario": str(sc), "workdir": str(work)}
+    d = Daemon(settings(tmp_path, substrate=ext, placement={"method": "least-loaded"}))
+    log = PlanLog(work / "planlog.sqlite")
+    rng = np.random.default_rng(1)
+    for b in range(3):  # the last batch closes every window: its watermark is infinite
+        log.copy_pin(b, 0, float(b), float("inf") if b == 2 else float(b + 1), float(b + 1))
+        write_batch_stats(_batch(b, rng.integers(100, 200, groups), {1: 250}), work / "metrics")
+        log.commit(b, 10)
+        d.tick()
+    rounds, plans = d.loop.round, PlanStore(work / "plans").current_version()
+    assert d.status()["health"]["pipeline_ended"] is None  # the last batch was read, as ever
+    with caplog.at_level(logging.INFO, logger="trimtab.daemon"):
+        for _ in range(3):
+            d.tick()
+    assert d.loop.round == rounds and PlanStore(work / "plans").current_version() == plans
+    health = d.status()["health"]
+    assert health["pipeline_mismatch"] is None
+    assert health["pipeline_ended"].startswith(
+        f"substrate.workdir: the pipeline in {work} has ended: batch 2 closed every window"
+    )
+    said = [r for r in caplog.records if r.getMessage() == "pipeline_ended"]
+    assert len(said) == 1 and said[0].levelno == logging.INFO, caplog.records
+
+
 def test_a_dry_run_never_publishes_to_the_pipeline_it_watches(tmp_path: Path) -> None:
     """`trimtab run --dry-run` on a spark-external workdir: the plan store is left as it was
     (no initial plan, no resumed plan, no round's plan, not even a directory), and its rounds
