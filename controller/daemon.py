@@ -212,6 +212,7 @@ class Daemon:
                         extra={"fields": {"error": str(e)}},
                     )
                 self.mismatch, self.ended = str(e), ended
+                self.telemetry.pipeline_ended.set(float(ended))
                 self._write_status()
             except StaleEpochError as e:
                 self.refused += 1

@@ -122,6 +122,12 @@ class Telemetry:
         self.pipeline_rows = Counter(
             "trimtab_pipeline_rows", "Rows the pipeline's keyed stage processed", registry=r
         )
+        self.pipeline_ended = Gauge(
+            "trimtab_pipeline_ended",
+            "1 once the steered pipeline has ended (its last batch closed every window): no "
+            "batch comes after it, and none is overdue (the stall alert stays quiet)",
+            registry=r,
+        )
         self.plans_refused = Counter(
             "trimtab_pipeline_plans_refused",
             "Micro-batches that refused the current plan as not made for the pipeline (another "

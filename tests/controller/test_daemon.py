@@ -677,6 +677,8 @@ def test_a_daemon_whose_pipeline_ends_says_so_once_and_publishes_no_more(
         d.tick()
     rounds, plans = d.loop.round, PlanStore(work / "plans").current_version()
     assert d.status()["health"]["pipeline_ended"] is None  # the last batch was read, as ever
+    ended = "trimtab_pipeline_ended"  # the stall alert's exception
+    assert d.telemetry.registry.get_sample_value(ended) == 0
     with caplog.at_level(logging.INFO, logger="trimtab.daemon"):
         for _ in range(3):
             d.tick()
@@ -686,6 +688,7 @@ def test_a_daemon_whose_pipeline_ends_says_so_once_and_publishes_no_more(
     assert health["pipeline_ended"].startswith(
         f"substrate.workdir: the pipeline in {work} has ended: batch 2 closed every window"
     )
+    assert d.telemetry.registry.get_sample_value(ended) == 1
     said = [r for r in caplog.records if r.getMessage() == "pipeline_ended"]
     assert len(said) == 1 and said[0].levelno == logging.INFO, caplog.records
 
