@@ -198,8 +198,12 @@ class PinRow(NamedTuple):
 class PlanLog:
     """SQLite log of batch pins, commits and state snapshots."""
 
-    def __init__(self, path: str | Path, read_only: bool = False) -> None:
+    def __init__(self, path: str | Path, read_only: bool = False, polled: bool = False) -> None:
+        """``read_only``: an existing log, nothing written or created beside it unless
+        ``polled`` (a reader that reads it again and again while a driver may start writing:
+        ``files.connect_read_only``)."""
         self.path = Path(path)
+        self._polled = polled
         try:
             self._open(read_only)
         except sqlite3.DatabaseError as e:
@@ -209,7 +213,7 @@ class PlanLog:
 
     def _open(self, read_only: bool) -> None:
         if read_only:  # an existing log, opened so that nothing is written or created
-            self._db = connect_read_only(self.path)
+            self._db = connect_read_only(self.path, leave_no_files=not self._polled)
             self._db.execute("SELECT name FROM sqlite_master").fetchall()  # a database at all
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -401,13 +405,14 @@ def retire_plans(log: PlanLog, plans: PlanStore, keep: int = 1000) -> int:
     return plans.trim(min(oldest, cur - keep + 1))
 
 
-def pipeline_ended(workdir: Path) -> int | None:
+def pipeline_ended(workdir: Path, polled: bool = False) -> int | None:
     """The batch that ended the pipeline in ``workdir`` (``PlanLog.ended_at``), or None (not
-    ended, or no plan log yet); reads only. ``ValueError`` for a file that is no plan log."""
+    ended, or no plan log yet); reads only (``polled``: see ``PlanLog``). ``ValueError`` for a
+    file that is no plan log."""
     f = workdir / "planlog.sqlite"
     if not f.is_file():
         return None
-    log = PlanLog(f, read_only=True)
+    log = PlanLog(f, read_only=True, polled=polled)
     try:
         return log.ended_at()
     finally:

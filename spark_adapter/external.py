@@ -11,6 +11,7 @@ stays bounded. No pyspark import.
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -83,7 +84,9 @@ class ExternalSparkSubstrate:
                 with self._lock:
                     self.mtimes = read  # read again once the pipeline or the config is fixed
                 raise PipelineMismatch(problem)
-        if not fresh and (problem := ended_problem(self.dir)):  # its last batch was read
+        if not fresh and (
+            problem := ended_problem(self.dir, polled=True)
+        ):  # its last batch was read
             raise PipelineEnded(problem)
         obs = observation_from_batches(
             fresh, self.n, self.streams, self.tick_s, self.version, self.inputs, self.last_rates
@@ -178,13 +181,14 @@ def workdir_mismatch(
     )
 
 
-def ended_problem(workdir: str | Path) -> str | None:
+def ended_problem(workdir: str | Path, polled: bool = False) -> str | None:
     """Why a controller has nothing to steer in ``workdir``: its pipeline has ended (a batch
     run's last batch, or a live run's once its log was closed, closed every window), or None;
-    reads only. A damaged plan log is left to the driver's own check."""
+    reads only (``polled``: a daemon's every round, ``actuator.PlanLog``). A damaged or busy
+    plan log is left to the driver's own check (a round asks again)."""
     try:
-        ended = pipeline_ended(Path(workdir))
-    except ValueError:
+        ended = pipeline_ended(Path(workdir), polled)
+    except (ValueError, sqlite3.DatabaseError):
         return None
     if ended is None:
         return None
