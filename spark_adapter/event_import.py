@@ -83,12 +83,18 @@ def event_format(path: Path, fmt: str | None, default: str | None = None) -> str
 
 def read_events(paths: list[Path], fmt: str | None = None) -> pd.DataFrame:
     """The files' rows as one frame, with ``_file`` and ``_row`` (1-based data row) columns;
-    ``attrs["formats"]`` maps each file to the format it was read as (for ``row_place``)."""
+    ``attrs["formats"]`` maps each file to the format it was read as (for ``row_place``),
+    ``attrs["columns"]`` to its columns. A file named twice is refused (``EventImportError``)."""
     frames: list[pd.DataFrame] = []
     formats: dict[str, str] = {}
+    columns: dict[str, list[str]] = {}
+    seen: dict[Path, Path] = {}
     for p in paths:
         if (problem := file_problem(p, named=False)) is not None:
             raise EventImportError(f"{p}: {problem}")
+        if (first := seen.setdefault(p.resolve(), p)) is not p:
+            same = "named twice" if first == p else f"the same file as {first}"
+            raise EventImportError(f"{p}: {same}: its events would be read twice")
         kind = event_format(p, fmt)
         try:
             if kind == "csv":
@@ -100,9 +106,9 @@ def read_events(paths: list[Path], fmt: str | None = None) -> pd.DataFrame:
         except (ValueError, OSError, pd.errors.ParserError) as e:
             raise EventImportError(f"{p}: not readable as {kind} ({str(e).splitlines()[0]})") from e
         frames.append(df.assign(_file=str(p), _row=np.arange(1, len(df) + 1)))
-        formats[str(p)] = kind
+        formats[str(p)], columns[str(p)] = kind, list(df.columns)
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    out.attrs["formats"] = formats
+    out.attrs["formats"], out.attrs["columns"] = formats, columns
     return out
 
 
@@ -147,6 +153,10 @@ def _checked(
         if col is not None and col not in df.columns:
             cols = ", ".join(c for c in df.columns if not c.startswith("_"))
             raise EventImportError(f"{flag}: no column {col!r} in the events (columns: {cols})")
+        for f, cols in df.attrs.get("columns", {}).items():  # else its rows would read as bad
+            if col is not None and col not in cols:
+                have = ", ".join(map(str, cols))
+                raise EventImportError(f"{flag}: no column {col!r} in {f} (columns: {have})")
     ts = pd.to_numeric(df[ts_col], errors="coerce").to_numpy(dtype=float)
     key, key_bad, strings = stable_keys(df[key_col])
     v = (

@@ -167,6 +167,38 @@ def test_import_cli_one_line_errors(tmp_path: Path) -> None:
     assert nosuch.returncode == 2 and "--input" in nosuch.stderr
 
 
+def test_a_file_named_twice_or_without_the_column_is_refused(tmp_path: Path) -> None:
+    """A file named twice (a glob and its name, a link) had its events imported twice; a file
+    without the key column had every row counted bad, and was named only as its first bad row.
+    Both are refused by name before anything is written, by import and profile alike."""
+    from typer.testing import CliRunner
+
+    from controller.cli import app
+
+    other = tmp_path / "other.csv"
+    other.write_text("ts,uid,bytes\n1,a,5\n")
+    (tmp_path / "link.csv").symlink_to(SAMPLE)
+    flags = ["--key-col", "user", "--value-col", "bytes"]
+    imp = ["input", "import", "--workdir", str(tmp_path / "w"), "--stream", "clicks", *flags]
+    cases = (
+        (
+            [str(SAMPLE), str(SAMPLE)],
+            f"error: {SAMPLE}: named twice: its events would be read twice",
+        ),
+        ([str(SAMPLE), str(tmp_path / "link.csv")], f"the same file as {SAMPLE}"),
+        (
+            [str(SAMPLE), str(other)],
+            f"error: --key-col: no column 'user' in {other} (columns: ts, uid, bytes)",
+        ),
+    )
+    for files, needle in cases:
+        for argv in ([*imp, *files], ["input", "profile", *files, *flags[:2]]):
+            r = CliRunner().invoke(app, argv)
+            assert r.exit_code == 2 and needle in r.stderr, (argv, r.stderr)
+            assert len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "w").exists()
+
+
 def test_profile_tells_skew_rate_and_churn(tmp_path: Path) -> None:
     from controller.event_profile import profile_events
 
