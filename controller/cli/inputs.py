@@ -154,6 +154,19 @@ def input_import(
     print_json(rep.as_dict())
 
 
+def _image_path(plot: Path) -> Path:
+    """The file ``--plot`` writes: exit 2 when its suffix names no image format matplotlib
+    writes (it failed after the profile ran, exit 1); with no suffix, a ``.png`` (matplotlib
+    adds it: the path printed was not the file written)."""
+    from matplotlib.figure import Figure
+
+    kinds = Figure().canvas.get_supported_filetypes()
+    ext = plot.suffix.lower().lstrip(".")
+    if ext and ext not in kinds:
+        fail(f"--plot: {plot.name}: {ext!r} is not an image format ({', '.join(sorted(kinds))})")
+    return plot if ext or plot.is_dir() else plot.with_suffix(".png")  # out_file names a dir
+
+
 @input_app.command("profile")
 def input_profile(
     files: Annotated[list[Path], typer.Argument(help="event files: CSV, Parquet or JSON lines")],
@@ -177,6 +190,7 @@ def input_profile(
     from spark_adapter.event_import import EventImportError
 
     if plot is not None:
+        plot = _image_path(plot)
         writable_dir(plot.parent, "--plot")
         out_file(plot, "--plot")
     try:

@@ -667,6 +667,15 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "--plot: " + str(tmp / "st") + " is a directory",
         ),
+        (  # it failed with matplotlib's ValueError once the profile had run (exit 1)
+            "profile --plot of no image format",
+            [
+                *("input", "profile", str(ROOT / "examples" / "events-sample.csv")),
+                *("--key-col", "user", "--plot", str(tmp / "rate.txt")),
+            ],
+            2,
+            "--plot: rate.txt: 'txt' is not an image format",
+        ),
         ("demo substrate", ["demo", "--substrate", "flink"], 2, "--substrate: 'flink'"),
         (
             "demo spark flag on sim",

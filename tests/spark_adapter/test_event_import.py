@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -297,3 +298,17 @@ def test_imported_events_run_through_the_pipeline_driver(tmp_path: Path) -> None
     )
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert json.loads(verify.stdout)["output_matches_reference"]
+
+
+def test_a_plot_named_without_a_suffix_is_the_png_it_says(tmp_path: Path) -> None:
+    """matplotlib adds ``.png`` to a name without a suffix: the profile named the file it
+    asked for, not the one written."""
+    from typer.testing import CliRunner
+
+    from controller.cli import app
+
+    argv = ["input", "profile", str(SAMPLE), "--key-col", "user", "--json"]
+    r = CliRunner().invoke(app, [*argv, "--plot", str(tmp_path / "rate")])
+    assert r.exit_code == 0, r.output
+    written = [p.name for p in tmp_path.iterdir()]
+    assert written == ["rate.png"] and json.loads(r.stdout)["plot"] == str(tmp_path / "rate.png")
