@@ -66,7 +66,10 @@ def pipeline_results(
             "(window, key), tentative (DPC, tentative/) until its correction is committed"
         ),
     ] = "latest",
-    out: Annotated[Path | None, typer.Option(help="write the rows as CSV here")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="write the rows here: Parquet for a .parquet name, else CSV"),
+    ] = None,
 ) -> None:
     """The committed results of a pipeline, with their status and the batch that wrote them.
     Read-only. Prints counts as JSON; --out writes the rows.
@@ -93,6 +96,9 @@ def pipeline_results(
     else:
         rows = read_view(workdir / "output", committed).assign(status="STABLE")
     if out is not None:
-        rows.to_csv(out, index=False)
+        if out.suffix.lower() == ".parquet":  # CSV text under that name read as a damaged file
+            rows.to_parquet(out, index=False)
+        else:
+            rows.to_csv(out, index=False)
     counts = rows["status"].value_counts().to_dict() if len(rows) else {}
     print_json({"view": view, "batches": len(committed), "rows": len(rows), "by_status": counts})

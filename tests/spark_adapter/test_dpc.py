@@ -151,6 +151,11 @@ def test_dpc_on_spark_corrects_every_tentative_window_once_and_ends_exact(
     )
     assert r.exit_code == 0 and json.loads(r.stdout)["by_status"] == {"STABLE": len(latest)}
     assert len(pd.read_csv(csv)) == len(latest)
+    pq = tmp_path / "latest.parquet"  # a Parquet name gets Parquet, not CSV text
+    r = CliRunner().invoke(
+        app, ["pipeline", "results", "--workdir", str(tent.dir), "--out", str(pq)]
+    )
+    assert r.exit_code == 0 and pd.read_parquet(pq).equals(pd.read_csv(csv)), r.output
     r = CliRunner().invoke(app, ["pipeline", "results", "--workdir", str(tmp_path), "--view", "x"])
     assert r.exit_code == 2 and "--view" in r.output
     np.testing.assert_array_equal(
