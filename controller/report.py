@@ -188,6 +188,10 @@ def _png(fig: Figure, path: Path) -> None:
     fig.savefig(path, dpi=90)
 
 
+# what a run writes only when it has them (a Spark run: no shed, placement or fault series)
+OPTIONAL_FILES = ("comparison.json", "nodes.csv", "shed.csv", "placement.csv", "events.csv")
+
+
 def write_report(
     result: ReplayResult, out_dir: str | Path, comparison: list[dict[str, Any]] | None = None
 ) -> Path:
@@ -195,6 +199,8 @@ def write_report(
     ``comparison``: the summaries of runs to show side by side (the demo's hash and trimtab)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    for name in OPTIONAL_FILES:  # a run before this one in the directory: not this run's
+        (out / name).unlink(missing_ok=True)
     if comparison:
         (out / "comparison.json").write_text(json.dumps(comparison, indent=1, default=float))
     s = result.series

@@ -479,6 +479,34 @@ def test_report_renders_from_a_small_run(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "report.html: not a directory" in bad.stderr, bad.stderr
 
 
+def test_a_report_written_over_another_runs_shows_only_its_own_run(tmp_path: Path) -> None:
+    """A run with no fault, placement or shed series (a Spark run's) written into the report
+    directory of one that had them: the other run's files stayed, and its report showed the
+    other run's fault and placements as its own."""
+    import dataclasses
+
+    from controller.replay import replay_sim
+    from controller.report import write_report
+    from controller.scenario import load_scenario
+
+    first = replay_sim(load_scenario(SCENARIOS / "failure-storm.yaml"), ticks=120)
+    write_report(first, tmp_path, comparison=[first.summary, first.summary])
+    assert {"events.csv", "placement.csv", "comparison.json"} <= {
+        p.name for p in tmp_path.iterdir()
+    }
+    bare = dataclasses.replace(first.series, shed=None, placement=None, events=None, nodes=None)
+    write_report(dataclasses.replace(first, series=bare), tmp_path)
+    left = {"comparison.json", "nodes.csv", "shed.csv", "placement.csv", "events.csv"}
+    assert not left & {p.name for p in tmp_path.iterdir()}
+    page = (tmp_path / "report.html").read_text()
+    assert "Side by side" not in page
+    from controller.report import _figures
+
+    figs = {n: f for n, f, _ in _figures(tmp_path, pd_read(tmp_path / "node_load.csv"), [])}
+    notes = [t.get_text() for ax in figs["recovery.png"].axes for t in ax.texts]
+    assert any("No faults" in t for t in notes), notes
+
+
 def test_plot_functions_return_figures() -> None:
     import pandas as pd
 
