@@ -30,11 +30,24 @@ from spark_adapter.active_standby import follow, followed_floor, handover, publi
 from spark_adapter.batchstats import end_to_end
 from spark_adapter.interrupt import holding_sigint, stop_if_asked
 
-__all__ = ["ROLES", "DriverOptions", "run_driver", "wait_for_holder"]
+__all__ = ["ROLES", "DriverOptions", "EndedMeanwhile", "run_driver", "wait_for_holder"]
 
 ROLES = ("primary", "standby", "active")
 READY = "_READY"  # in WORKDIR/active-standby: the active standby is up and following
 STANDBY_READY = "_STANDBY_READY"  # in WORKDIR: a warm standby is up and waits for the lease
+
+
+class EndedMeanwhile(RuntimeError):
+    """The pipeline ended (``PlanLog.ended_at``) while this driver waited for the lease: the
+    driver that held it ran the last batch, which closed every window. Nothing is left to
+    run (a batch after it would start from an infinite watermark)."""
+
+    def __init__(self, role: str, batch: int) -> None:
+        self.role, self.batch = role, batch
+        super().__init__(
+            f"the pipeline ended while this {role} waited for the lease: batch {batch} closed "
+            "every window; nothing more runs here"
+        )
 
 
 def wait_for_holder(lease_file: str | Path, prefix: str, timeout_s: float = 120.0) -> bool:
@@ -240,14 +253,29 @@ def _acquire(lease: Lease, holder: str, role: str, pipe: Any) -> int:
         may_take = not (role == "standby" and lease.state().epoch == 0)
         epoch = lease.acquire(holder) if may_take else None
         if epoch is not None:
+            if (done := pipe.log.ended_at()) is not None:  # its last batch ran meanwhile
+                raise EndedMeanwhile(role, done)
             return epoch
         if role == "primary" and time.time() > give_up:
             raise RuntimeError("lease: another driver holds the lease")
         if role == "standby" and time.time() - last_follow > 1.0:
-            pipe.restore()
+            _follow(pipe)
             last_follow = time.time()
         stop_if_asked(f"interrupted: the {role} stopped waiting for the lease")
         time.sleep(0.1)
+
+
+def _follow(pipe: Any) -> None:
+    """A waiting standby refolds what the primary committed since its last follow. The primary
+    trims the input log past each new snapshot, so a follow may read a segment trimmed
+    meanwhile: that follow fails with the state at the last batch it refolded, and the next
+    one loads the newer snapshot (a failure with no newer snapshot is raised)."""
+    try:
+        pipe.restore()
+    except Exception:
+        snap = pipe.log.latest_snapshot()
+        if snap is None or snap[0] <= (max(pipe.states) if pipe.states else -1):
+            raise
 
 
 def _wire_driver(spark: Any, pipe: Any, work: Path, o: DriverOptions) -> list[float]:

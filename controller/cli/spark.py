@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -96,7 +97,7 @@ def pipeline_run(
 
     Example: trimtab pipeline run scenarios/seed-groupby-window.yaml --workdir w --role standby
     """
-    from spark_adapter.standby import run_driver
+    from spark_adapter.standby import EndedMeanwhile, run_driver
 
     sc = load(scenario)
     if role not in ("primary", "standby", "active"):
@@ -130,9 +131,20 @@ def pipeline_run(
         )
     except PlanRefused as e:  # a plan published for another pipeline, while it ran
         fail(str(e))
+    except EndedMeanwhile as e:
+        return _ended_meanwhile(e)
     except (ValueError, RuntimeError) as e:
         fail(str(e), 1)
     print_json({k: out[k] for k in DRIVER_KEYS})
+
+
+def _ended_meanwhile(e: Any) -> None:
+    """A driver that got the lease of a pipeline another ended (``EndedMeanwhile``): a standby
+    whose primary ended the stream has done its watch (exit 0); a primary is refused."""
+    if e.role != "standby":
+        fail(f"--workdir: {e}")
+    print(f"note: {e}", file=sys.stderr)
+    print_json({"role": e.role, "took_over": False, "ended_at": e.batch})
 
 
 def _preflight(

@@ -272,8 +272,23 @@ def test_a_pipeline_a_batch_run_ended_refuses_to_run_on(tmp_path: Path) -> None:
     gen = [EXE, "input", "generate", str(sc_path), "--workdir", str(work), "--scale", "0.1"]
     run = [EXE, "pipeline", "run", str(sc_path), "--workdir", str(work), "--default-plan"]
     assert subprocess.run([*gen, "--segments", "2"], capture_output=True).returncode == 0
-    first = subprocess.run(run, capture_output=True, text=True, timeout=300)
-    assert first.returncode == 0, first.stderr[-3000:]
+    # a warm standby waits meanwhile: the primary's end leaves it nothing to take over (it
+    # ran a batch after the last one: an infinite watermark's OverflowError, exit 1)
+    standby = subprocess.Popen(
+        [*run[:-1], "--role", "standby"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.time() + 120
+        while not (work / "_STANDBY_READY").exists() and standby.poll() is None:
+            assert time.time() < deadline, "the standby never got ready"
+            time.sleep(0.5)
+        first = subprocess.run(run, capture_output=True, text=True, timeout=300)
+        assert first.returncode == 0, first.stderr[-3000:]
+        out, err = standby.communicate(timeout=120)
+    finally:
+        if standby.poll() is None:  # a failed check: end the standby this test started
+            standby.kill()
+            standby.wait()
     assert json.loads(first.stdout)["committed"] == [0, 1, 2]  # 2 segments and the closing
 
     def ended() -> tuple[list, dict]:
@@ -283,6 +298,10 @@ def test_a_pipeline_a_batch_run_ended_refuses_to_run_on(tmp_path: Path) -> None:
         return commits, out
 
     before = ended()
+    assert standby.returncode == 0, err[-3000:]
+    assert json.loads(out) == {"role": "standby", "took_over": False, "ended_at": 2}
+    assert "note: the pipeline ended while this standby waited for the lease" in err
+    assert [c[0] for c in before[0]] == [0, 1, 2]  # the standby ran no batch after the last
     assert before[1]  # the closing batch wrote the windows it closed
     refused = (
         "error: --workdir: this pipeline has ended: batch 2 closed every window (a batch run "
