@@ -197,9 +197,8 @@ def make_daemon_wiring(
     paths = list(q.sides)
     # a workdir whose batches are another pipeline's, or whose pipeline has ended: stop
     # before anything is written
-    if problem := workdir_mismatch(sub.workdir, paths, sub.partitions, q.key_groups):
-        raise PipelineMismatch(problem)
-    if problem := ended_problem(sub.workdir):
+    problem = workdir_mismatch(sub.workdir, paths, sub.partitions, q.key_groups)
+    if problem := problem or ended_problem(sub.workdir):
         raise PipelineMismatch(problem)
     inputs = [q.stream_of(s) for s in paths]
     dry = settings.control.dry_run

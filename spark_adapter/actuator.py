@@ -203,17 +203,16 @@ class PlanLog:
         ``polled`` (a reader that reads it again and again while a driver may start writing:
         ``files.connect_read_only``)."""
         self.path = Path(path)
-        self._polled = polled
         try:
-            self._open(read_only)
+            self._open(read_only, polled)
         except sqlite3.DatabaseError as e:
             if isinstance(e, sqlite3.OperationalError):  # busy or locked: not the file's fault
                 raise
             raise ValueError(f"{self.path}: not a trimtab plan log ({e})") from None
 
-    def _open(self, read_only: bool) -> None:
+    def _open(self, read_only: bool, polled: bool) -> None:
         if read_only:  # an existing log, opened so that nothing is written or created
-            self._db = connect_read_only(self.path, leave_no_files=not self._polled)
+            self._db = connect_read_only(self.path, leave_no_files=not polled)
             self._db.execute("SELECT name FROM sqlite_master").fetchall()  # a database at all
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)

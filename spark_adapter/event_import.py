@@ -150,11 +150,13 @@ def _checked(
 ) -> tuple[pd.DataFrame, np.ndarray, list[str], bool]:
     """(ts, key, v) per row, the bad mask, the reasons, whether keys were strings."""
     for col, flag in ((ts_col, "--ts-col"), (key_col, "--key-col"), (value_col, "--value-col")):
-        if col is not None and col not in df.columns:
+        if col is None:
+            continue
+        if col not in df.columns:
             cols = ", ".join(c for c in df.columns if not c.startswith("_"))
             raise EventImportError(f"{flag}: no column {col!r} in the events (columns: {cols})")
         for f, cols in df.attrs.get("columns", {}).items():  # else its rows would read as bad
-            if col is not None and col not in cols:
+            if col not in cols:
                 have = ", ".join(map(str, cols))
                 raise EventImportError(f"{flag}: no column {col!r} in {f} (columns: {have})")
     ts = pd.to_numeric(df[ts_col], errors="coerce").to_numpy(dtype=float)

@@ -84,10 +84,9 @@ class ExternalSparkSubstrate:
                 with self._lock:
                     self.mtimes = read  # read again once the pipeline or the config is fixed
                 raise PipelineMismatch(problem)
-        if not fresh and (
-            problem := ended_problem(self.dir, polled=True)
-        ):  # its last batch was read
-            raise PipelineEnded(problem)
+        ended = None if fresh else ended_problem(self.dir, polled=True)  # last batch read
+        if ended is not None:
+            raise PipelineEnded(ended)
         obs = observation_from_batches(
             fresh, self.n, self.streams, self.tick_s, self.version, self.inputs, self.last_rates
         )

@@ -216,9 +216,9 @@ def check_input_log(path: Path, flag: str, sc: ScenarioFile | None = None) -> No
 
 def check_not_ended(workdir: Path) -> None:
     """Exit 2 when this pipeline's stream has ended (``pipeline run``; ``input generate`` and
-    ``publish-operator``, whose segments or plan would never run): a batch after the one that closed every window would
-    take that batch's id in Spark's own numbering (its output replaced, the windows it
-    closed lost) and start from an infinite watermark."""
+    ``publish-operator``, whose segments or plan would never run): a batch after the one that
+    closed every window would take that batch's id in Spark's own numbering (its output
+    replaced, the windows it closed lost) and start from an infinite watermark."""
     from spark_adapter.actuator import pipeline_ended
 
     try:

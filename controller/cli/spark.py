@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -26,6 +26,9 @@ from controller.cli.common import (
     writable_dir,
 )
 from controller.scenario import ScenarioFile
+
+if TYPE_CHECKING:
+    from spark_adapter.standby import EndedMeanwhile
 
 pipeline_app = typer.Typer(
     help="Run a pipeline driver outside a replay (primary or warm standby).", no_args_is_help=True
@@ -138,7 +141,7 @@ def pipeline_run(
     print_json({k: out[k] for k in DRIVER_KEYS})
 
 
-def _ended_meanwhile(e: Any) -> None:
+def _ended_meanwhile(e: EndedMeanwhile) -> None:
     """A driver that got the lease of a pipeline another ended (``EndedMeanwhile``): a standby
     whose primary ended the stream has done its watch (exit 0); a primary is refused."""
     if e.role != "standby":
