@@ -21,12 +21,14 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from core.lease import Lease, read_lease
 from spark_adapter.active_standby import follow, followed_floor, handover, publish, shadow_dir
+from spark_adapter.actuator import pipeline_ended
 from spark_adapter.batchstats import end_to_end
 from spark_adapter.interrupt import holding_sigint, stop_if_asked
 
@@ -44,8 +46,9 @@ class EndedMeanwhile(RuntimeError):
 
     def __init__(self, role: str, batch: int) -> None:
         self.role, self.batch = role, batch
+        who = "active standby" if role == "active" else role
         super().__init__(
-            f"the pipeline ended while this {role} waited for the lease: batch {batch} closed "
+            f"the pipeline ended while this {who} waited for the lease: batch {batch} closed "
             "every window; nothing more runs here"
         )
 
@@ -119,13 +122,13 @@ def run_driver(
             pipe = _driver_pipeline(spark, sc, work, o)
             epoch = _acquire(lease, holder, role, pipe)
         times["t_lease"] = time.time()
-        stop = _heartbeat(lease, holder, epoch)
+        hand_over = _heartbeat(lease, holder, epoch)
         pipe.fence = lambda: lease.valid(epoch)
         first_commit = _wire_driver(spark, pipe, work, o)
         restored = pipe.restore()
         times["t_restored"] = time.time()
         ended = _run(pipe, o.trigger_s)
-    stop.set()
+    hand_over()  # a clean stop: the next driver takes over at once, not a lease's time later
     times["t_first_commit"] = first_commit[0] if first_commit else None
     times["t_end"] = time.time()
     result = {"role": role, "epoch": epoch, "restored_through": restored, "ended": ended}
@@ -156,8 +159,10 @@ def _warm_session(scenario_path: str, role: str, o: DriverOptions) -> tuple[Any,
     return spark, sc, warm_start(spark, sc, q, o.partitions, snapshot=o.snapshot_every > 0)
 
 
-def _heartbeat(lease: Lease, holder: str, epoch: int) -> threading.Event:
-    """Renew the lease every third of its time to live until the returned event is set."""
+def _heartbeat(lease: Lease, holder: str, epoch: int) -> Callable[[], None]:
+    """Renew the lease every third of its time to live until the returned function is called:
+    it stops the renewals, releases the lease and closes it (its ``-wal`` and ``-shm`` files
+    go with the last connection)."""
     stop = threading.Event()
 
     def beat() -> None:
@@ -165,8 +170,16 @@ def _heartbeat(lease: Lease, holder: str, epoch: int) -> threading.Event:
             if not lease.renew(holder, epoch):
                 return
 
-    threading.Thread(target=beat, daemon=True).start()
-    return stop
+    beating = threading.Thread(target=beat, daemon=True)
+    beating.start()
+
+    def hand_over() -> None:
+        stop.set()
+        beating.join()
+        lease.release(holder, epoch)
+        lease.close()
+
+    return hand_over
 
 
 def _outcome(pipe: Any, monitor: Any) -> dict[str, Any]:
@@ -225,6 +238,7 @@ def _take_over_active(
             b += 1
         else:
             time.sleep(0.1)
+    _unless_ended(lease, holder, epoch, "active", pipeline_ended(work))
     t_lease = time.time()
     while follow(shadow, work, b):  # what the primary pinned before it died
         b += 1
@@ -240,6 +254,15 @@ def _take_over_active(
     )
 
 
+def _unless_ended(lease: Lease, holder: str, epoch: int, role: str, ended: int | None) -> None:
+    """Raise ``EndedMeanwhile`` when the pipeline ended (batch ``ended``) while ``holder``
+    waited for the lease it now holds; it runs nothing, so the lease is free again at once."""
+    if ended is not None:
+        lease.release(holder, epoch)
+        lease.close()
+        raise EndedMeanwhile(role, ended)
+
+
 def _acquire(lease: Lease, holder: str, role: str, pipe: Any) -> int:
     """Wait for the lease; a standby follows the primary's commits meanwhile (its state stays
     warm) and takes over from a primary only (never a lease no driver has held: started
@@ -253,8 +276,7 @@ def _acquire(lease: Lease, holder: str, role: str, pipe: Any) -> int:
         may_take = not (role == "standby" and lease.state().epoch == 0)
         epoch = lease.acquire(holder) if may_take else None
         if epoch is not None:
-            if (done := pipe.log.ended_at()) is not None:  # its last batch ran meanwhile
-                raise EndedMeanwhile(role, done)
+            _unless_ended(lease, holder, epoch, role, pipe.log.ended_at())
             return epoch
         if role == "primary" and time.time() > give_up:
             raise RuntimeError("lease: another driver holds the lease")

@@ -143,8 +143,9 @@ def pipeline_run(
 
 def _ended_meanwhile(e: EndedMeanwhile) -> None:
     """A driver that got the lease of a pipeline another ended (``EndedMeanwhile``): a standby
-    whose primary ended the stream has done its watch (exit 0); a primary is refused."""
-    if e.role != "standby":
+    (warm or active) whose primary ended the stream has done its watch (exit 0); a primary is
+    refused."""
+    if e.role == "primary":
         fail(f"--workdir: {e}")
     print(f"note: {e}", file=sys.stderr)
     print_json({"role": e.role, "took_over": False, "ended_at": e.batch})

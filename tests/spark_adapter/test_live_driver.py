@@ -20,6 +20,7 @@ import pytest
 
 from controller.scenario import load_scenario
 from controller.testing import alternating_plan, assert_matches_reference
+from core.lease import read_lease
 from spark_adapter.actuator import PlanStore
 from spark_adapter.operators import reference_output
 from spark_adapter.query import compile_query
@@ -91,6 +92,9 @@ def test_live_driver_stops_on_sigterm_and_the_next_one_resumes(tmp_path: Path) -
         first_gen = _json_out(gen)
         os.kill(drv.pid, signal.SIGTERM)
         first = _json_out(drv)
+        # a clean stop lets the lease go: the next driver need not wait for it to run out
+        held = read_lease(work / "lease.sqlite", leave_no_files=True)
+        assert held is not None and held.epoch == 1 and not held.held()
     finally:
         for p in (gen, drv):
             if p is not None and p.poll() is None:
@@ -272,23 +276,30 @@ def test_a_pipeline_a_batch_run_ended_refuses_to_run_on(tmp_path: Path) -> None:
     gen = [EXE, "input", "generate", str(sc_path), "--workdir", str(work), "--scale", "0.1"]
     run = [EXE, "pipeline", "run", str(sc_path), "--workdir", str(work), "--default-plan"]
     assert subprocess.run([*gen, "--segments", "2"], capture_output=True).returncode == 0
-    # a warm standby waits meanwhile: the primary's end leaves it nothing to take over (it
-    # ran a batch after the last one: an infinite watermark's OverflowError, exit 1)
-    standby = subprocess.Popen(
-        [*run[:-1], "--role", "standby"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    # a warm and an active standby wait meanwhile: the primary's end leaves them nothing to
+    # take over (each ran a batch after the last one: an infinite watermark's OverflowError,
+    # exit 1)
+    standbys = {
+        role: subprocess.Popen(
+            [*run[:-1], "--role", role], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for role in ("standby", "active")
+    }
+    said: dict[str, tuple[str, str]] = {}
     try:
-        deadline = time.time() + 120
-        while not (work / "_STANDBY_READY").exists() and standby.poll() is None:
-            assert time.time() < deadline, "the standby never got ready"
-            time.sleep(0.5)
+        deadline = time.time() + 180
+        for ready in (work / "_STANDBY_READY", work / "active-standby" / "_READY"):
+            while not ready.exists() and all(p.poll() is None for p in standbys.values()):
+                assert time.time() < deadline, f"no {ready.name}: a standby never got ready"
+                time.sleep(0.5)
         first = subprocess.run(run, capture_output=True, text=True, timeout=300)
         assert first.returncode == 0, first.stderr[-3000:]
-        out, err = standby.communicate(timeout=120)
+        said = {role: p.communicate(timeout=120) for role, p in standbys.items()}
     finally:
-        if standby.poll() is None:  # a failed check: end the standby this test started
-            standby.kill()
-            standby.wait()
+        for p in standbys.values():
+            if p.poll() is None:  # a failed check: end the standbys this test started
+                p.kill()
+                p.wait()
     assert json.loads(first.stdout)["committed"] == [0, 1, 2]  # 2 segments and the closing
 
     def ended() -> tuple[list, dict]:
@@ -298,10 +309,17 @@ def test_a_pipeline_a_batch_run_ended_refuses_to_run_on(tmp_path: Path) -> None:
         return commits, out
 
     before = ended()
-    assert standby.returncode == 0, err[-3000:]
-    assert json.loads(out) == {"role": "standby", "took_over": False, "ended_at": 2}
-    assert "note: the pipeline ended while this standby waited for the lease" in err
+    for role, who in (("standby", "standby"), ("active", "active standby")):
+        out, err = said[role]
+        assert standbys[role].returncode == 0, err[-3000:]
+        assert json.loads(out) == {"role": role, "took_over": False, "ended_at": 2}
+        assert f"note: the pipeline ended while this {who} waited for the lease" in err
     assert [c[0] for c in before[0]] == [0, 1, 2]  # the standby ran no batch after the last
+    # each let the lease go as it stopped, the standbys in turn (it was held a lease's time
+    # on; the primary's connection was never closed, leaving lease.sqlite-wal and -shm behind)
+    lease = read_lease(work / "lease.sqlite", leave_no_files=True)
+    assert lease is not None and lease.epoch == 3 and not lease.held()
+    assert not list(work.glob("lease.sqlite-*"))
     assert before[1]  # the closing batch wrote the windows it closed
     refused = (
         "error: --workdir: this pipeline has ended: batch 2 closed every window (a batch run "
