@@ -8,7 +8,7 @@ source log, ``checkpoint/sources/0``), copies the pin (plan version and watermar
 plan log and runs the same batch steps into its own directory (``WORKDIR/active-standby``:
 state, output, statistics). Nothing it writes is published: its output is fenced by being
 private. It records the next segment it needs (``_FOLLOWED``), and the primary does not trim
-the input log past it.
+the input log past it (``standby_floor``).
 
 When the primary's lease expires, the standby takes it with a new epoch, catches up on the
 batches the primary pinned, and *publishes* those the primary had not committed: their output
@@ -36,7 +36,7 @@ from spark_adapter.actuator import PlanLog, atomic_write
 from spark_adapter.recovery import source_log_files
 from spark_adapter.source import INPUT_SCHEMA_DDL
 
-__all__ = ["SHADOW", "follow", "followed_floor", "handover", "publish", "shadow_dir"]
+__all__ = ["FOLLOWED", "SHADOW", "follow", "handover", "publish", "shadow_dir"]
 
 SHADOW = "active-standby"
 FOLLOWED = "_FOLLOWED"
@@ -52,19 +52,6 @@ def shadow_dir(work: Path) -> Path:
             (work / name).mkdir(parents=True, exist_ok=True)
             os.symlink(Path("..") / name, link)
     return d
-
-
-def followed_floor(work: Path) -> Callable[[], int | None]:
-    """For the primary's retention: the first segment an active standby has not read yet."""
-    f = work / SHADOW / FOLLOWED
-
-    def floor() -> int | None:
-        try:
-            return int(f.read_text())
-        except (OSError, ValueError):
-            return None
-
-    return floor
 
 
 def _primary_pin(work: Path, batch_id: int) -> tuple[int, int, float, float, float] | None:

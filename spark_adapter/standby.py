@@ -27,10 +27,16 @@ from pathlib import Path
 from typing import Any
 
 from core.lease import Lease, read_lease
-from spark_adapter.active_standby import follow, followed_floor, handover, publish, shadow_dir
+from spark_adapter.active_standby import follow, handover, publish, shadow_dir
 from spark_adapter.actuator import pipeline_ended
 from spark_adapter.batchstats import end_to_end
 from spark_adapter.interrupt import holding_sigint, stop_if_asked
+from spark_adapter.standby_floor import (
+    mark_refolding,
+    next_segment,
+    standby_floor,
+    unmark_refolding,
+)
 
 __all__ = ["ROLES", "DriverOptions", "EndedMeanwhile", "run_driver", "wait_for_holder"]
 
@@ -218,7 +224,7 @@ def _driver_pipeline(
     )
     pipe = SparkPipeline(spark, compile_query(sc, o.partition_speeds), work, opts)
     if not shadow:
-        pipe.retention.floor = followed_floor(work)
+        pipe.retention.floor = standby_floor(work)
     return pipe
 
 
@@ -271,27 +277,33 @@ def _acquire(lease: Lease, holder: str, role: str, pipe: Any) -> int:
     give_up = time.time() + 2 * lease.ttl_s + 1
     last_follow = 0.0
     if role == "standby":
+        mark_refolding(pipe.dir, 0)  # before its first follow reads the newest snapshot
         (pipe.dir / STANDBY_READY).touch()  # warm and waiting: a harness may start the primary
-    while True:
-        may_take = not (role == "standby" and lease.state().epoch == 0)
-        epoch = lease.acquire(holder) if may_take else None
-        if epoch is not None:
-            _unless_ended(lease, holder, epoch, role, pipe.log.ended_at())
-            return epoch
-        if role == "primary" and time.time() > give_up:
-            raise RuntimeError("lease: another driver holds the lease")
-        if role == "standby" and time.time() - last_follow > 1.0:
-            _follow(pipe)
-            last_follow = time.time()
-        stop_if_asked(f"interrupted: the {role} stopped waiting for the lease")
-        time.sleep(0.1)
+    try:
+        while True:
+            may_take = not (role == "standby" and lease.state().epoch == 0)
+            epoch = lease.acquire(holder) if may_take else None
+            if epoch is not None:
+                _unless_ended(lease, holder, epoch, role, pipe.log.ended_at())
+                return epoch
+            if role == "primary" and time.time() > give_up:
+                raise RuntimeError("lease: another driver holds the lease")
+            if role == "standby" and time.time() - last_follow > 1.0:
+                _follow(pipe)
+                mark_refolding(pipe.dir, next_segment(pipe))
+                last_follow = time.time()
+            stop_if_asked(f"interrupted: the {role} stopped waiting for the lease")
+            time.sleep(0.1)
+    finally:  # it took over (no primary trims any more), or it stops
+        unmark_refolding(pipe.dir)
 
 
 def _follow(pipe: Any) -> None:
     """A waiting standby refolds what the primary committed since its last follow. The primary
-    trims the input log past each new snapshot, so a follow may read a segment trimmed
-    meanwhile: that follow fails with the state at the last batch it refolded, and the next
-    one loads the newer snapshot (a failure with no newer snapshot is raised)."""
+    keeps the segments a follow may read (``standby_floor``); should one still be gone (a
+    mark the primary read before it was written), that follow fails with the state at the
+    last batch it refolded, and the next one loads the newer snapshot (a failure with no newer
+    snapshot is raised)."""
     try:
         pipe.restore()
     except Exception:

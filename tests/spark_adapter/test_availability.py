@@ -52,3 +52,48 @@ def test_young_daly_cadence_and_restore_from_its_snapshots(spark, tmp_path: Path
     got, (exp, _) = fresh.output(), fresh.reference(events)
     assert_matches_reference(got, exp)
     fresh.cleanup()
+
+
+def test_the_primary_keeps_what_a_waiting_standbys_next_follow_reads(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A warm standby refolds, while it waits, the batches committed since its last follow.
+    The primary trimmed the input log past each new snapshot, so a follow could read a
+    segment trimmed meanwhile (a Spark read error in a healthy standby's log). The standby's
+    mark now holds the primary's trimming back while the standby runs, and no longer."""
+    import json
+    import os
+
+    from spark_adapter.standby import DriverOptions, _driver_pipeline
+    from spark_adapter.standby_floor import (
+        REFOLDING,
+        mark_refolding,
+        next_segment,
+        standby_floor,
+        unmark_refolding,
+    )
+
+    sc = load_scenario(SCENARIOS / "seed-groupby-window.yaml")
+    q = compile_query(sc)
+    primary = _driver_pipeline(spark, sc, tmp_path, DriverOptions(snapshot_every=1))
+    primary.input.generate(sc, 2, scale=0.05)
+    primary.plans.publish(_plan(q))
+    primary.run_available()
+    assert primary.log.committed() == [0, 1] and primary.input.trimmed_below() == 2
+    standby = _driver_pipeline(spark, sc, tmp_path, DriverOptions(snapshot_every=1))
+    assert standby.restore() == 1 and next_segment(standby) == 2
+    mark_refolding(tmp_path, next_segment(standby))
+    primary.input.generate(sc, 3, scale=0.05, start=2)
+    primary.run_available()  # batches 2-4, each snapshotted
+    assert primary.log.committed() == [0, 1, 2, 3, 4]
+    assert primary.input.segments() == [2, 3, 4]  # trimmed past batch 4's snapshot before
+    # a standby that took over, or stopped, holds nothing back
+    unmark_refolding(tmp_path)
+    primary.input.generate(sc, 1, scale=0.05, start=5)
+    primary.run_available()
+    assert primary.input.segments() == []
+    # nor does one that died: its mark names a process that is gone (here, the right pid
+    # with another start time, as when the system has given the pid to another process)
+    dead = {"pid": os.getpid(), "started": 1.0, "segment": 0}
+    (tmp_path / REFOLDING / "1.json").write_text(json.dumps(dead))
+    assert standby_floor(tmp_path)() is None
+    primary.cleanup()
+    standby.cleanup()

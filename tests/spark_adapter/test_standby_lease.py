@@ -11,13 +11,22 @@ import pytest
 
 from core.lease import Lease
 from spark_adapter.standby import STANDBY_READY, EndedMeanwhile, _acquire, _follow
+from spark_adapter.standby_floor import standby_floor
 
 
 def test_a_standby_started_first_waits_for_a_primary_then_takes_over(tmp_path: Path) -> None:
     path = tmp_path / "lease.sqlite"
     follows: list[float] = []
-    log = SimpleNamespace(ended_at=lambda: None)
-    pipe = SimpleNamespace(dir=tmp_path, log=log, restore=lambda: follows.append(time.time()) or 0)
+    # the primary committed batches 0 and 1, which read segments 0 and 1
+    infos = {b: {"event_range": [b << 32, (b << 32) + 9]} for b in (0, 1)}
+    log = SimpleNamespace(ended_at=lambda: None, commit_infos=lambda: infos)
+
+    def restore() -> int:
+        follows.append(time.time())
+        pipe.states = {1: "state after batch 1"}
+        return 1
+
+    pipe = SimpleNamespace(dir=tmp_path, log=log, states={}, restore=restore)
     got: list[int] = []
     standby = threading.Thread(
         target=lambda: got.append(_acquire(Lease(path, 0.5), "standby-1", "standby", pipe)),
@@ -27,9 +36,12 @@ def test_a_standby_started_first_waits_for_a_primary_then_takes_over(tmp_path: P
     time.sleep(1.5)  # three lease lifetimes: a free lease no driver has held stays free
     assert standby.is_alive() and not got
     assert (tmp_path / STANDBY_READY).exists() and follows  # ready, following meanwhile
+    # the primary keeps segment 2 on for the standby's next follow (``standby_floor``)
+    assert standby_floor(tmp_path)() == 2
     assert Lease(path, 0.5).acquire("primary-2") == 1  # the primary starts, then dies
     standby.join(timeout=10)
     assert got == [2]  # the standby took over once the primary's lease expired
+    assert standby_floor(tmp_path)() is None  # and holds the trimming back no more
 
 
 def test_a_damaged_lease_file_is_named_not_a_database_error(tmp_path: Path) -> None:
@@ -52,7 +64,8 @@ def test_a_lease_got_after_the_pipeline_ended_runs_nothing(tmp_path: Path) -> No
     (a worker's OverflowError, or a read of a segment trimmed past the last snapshot)."""
     path = tmp_path / "lease.sqlite"
     assert Lease(path, 0.5).acquire("primary-1") == 1  # its lease runs out after its last batch
-    pipe = SimpleNamespace(dir=tmp_path, log=SimpleNamespace(ended_at=lambda: 3), restore=int)
+    log = SimpleNamespace(ended_at=lambda: 3)
+    pipe = SimpleNamespace(dir=tmp_path, log=log, states={}, restore=int)
     with pytest.raises(EndedMeanwhile, match="batch 3 closed every window") as e:
         _acquire(Lease(path, 0.5), "standby-2", "standby", pipe)
     assert (e.value.role, e.value.batch) == ("standby", 3)
