@@ -93,6 +93,21 @@ class WindowSpec(TrimtabModel):
     size_s: float = Field(gt=0)
     slide_s: float = Field(gt=0)
 
+    @model_validator(mode="after")
+    def _whole_slides(self) -> WindowSpec:
+        """A window is a whole number of slides: its state is kept in panes of one slide (a
+        size of 7 s sliding by 2 s ran as 8 s windows, on Spark and in its reference alike)."""
+        k = round(self.size_s / self.slide_s)
+        if k < 1 or abs(self.size_s - k * self.slide_s) > 1e-9 * self.size_s:
+            n = int(self.size_s // self.slide_s)
+            fits = [m * self.slide_s for m in (n, n + 1) if m >= 1]
+            raise ValueError(
+                f"size_s: {self.size_s:g} is not a whole multiple of slide_s {self.slide_s:g} "
+                "(a window's state is kept in panes of one slide); "
+                f"size_s {' or '.join(f'{f:g}' for f in fits)} would be"
+            )
+        return self
+
 
 class OperatorModel(TrimtabModel):
     """An operator of the query network (see ``core.topology.OperatorSpec``)."""

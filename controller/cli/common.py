@@ -29,6 +29,7 @@ __all__ = [
     "check_master",
     "check_not_ended",
     "check_plan",
+    "check_spark_query",
     "ensure_plan",
     "err",
     "fail",
@@ -152,6 +153,17 @@ def given(ctx: typer.Context, param: str) -> bool:
     return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
 
 
+def check_spark_query(sc: ScenarioFile, scenario: Path | None) -> None:
+    """Exit 2 naming the operator when the scenario's query has a shape the Spark pipeline
+    cannot run (``compile_query``: no keyed windowed operator, say), before Spark starts."""
+    from spark_adapter.query import compile_query
+
+    try:
+        compile_query(sc)
+    except ValueError as e:
+        fail(f"{scenario}: {e}" if scenario is not None else str(e))
+
+
 def note_idle_partitions(sc: ScenarioFile, partitions: int) -> None:
     """Say on stderr when the keyed stage has more partitions than key groups: a key group is
     the unit placed, so the extra partitions never get a row."""
@@ -189,13 +201,24 @@ def finite(value: float | None) -> float | None:
     return value
 
 
-def writable_dir(path: Path, flag: str) -> None:
-    """Exit 2 naming ``flag`` unless ``path`` is (or can be made) a writable directory."""
+def writable_dir(path: Path, flag: str, make: bool = False) -> None:
+    """Exit 2 naming ``flag`` unless ``path`` is (or can be made) a writable directory. The
+    directories it had to make are removed again unless ``make``: a command refused later,
+    or one that fails, leaves no empty directory behind (its writer makes it)."""
+    made = []
+    p = path
+    while not p.exists() and p != p.parent:
+        made.append(p)  # deepest first
+        p = p.parent
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         fail(f"{flag}: cannot create {path}: {(e.strerror or str(e)).lower()}")
-    if not os.access(path, os.W_OK):
+    writable = os.access(path, os.W_OK)
+    if not make:
+        for d in made:
+            d.rmdir()
+    if not writable:
         fail(f"{flag}: {path} is not writable")
 
 

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from controller.cli.common import check_master, fail
+from controller.cli.common import check_master, check_spark_query, fail
 from controller.scenario import ScenarioFile
 from core.footprint import (
     free_space,
@@ -32,8 +32,9 @@ def check_segments(
 
 
 def check_spark_run(master: str, sc: ScenarioFile, params: dict[str, Any]) -> None:
-    """``check_master``; then, unless ``--input`` gives the events, ``check_segments`` for the
+    """The query (``check_spark_query``) and ``check_master``; then, unless ``--input`` gives the events, ``check_segments`` for the
     input a replay or the demo generates (its ``--scale``, ``--batches`` and ``--workdir``)."""
+    check_spark_query(sc, params.get("scenario"))
     check_master(master)
     work = params.get("workdir")
     if work is not None and (

@@ -15,6 +15,7 @@ from controller.cli.common import (
     check_master,
     check_not_ended,
     check_plan,
+    check_spark_query,
     ensure_plan,
     fail,
     finite,
@@ -107,7 +108,7 @@ def pipeline_run(
         fail(f"--role: {role!r} is not primary, standby or active")
     if result is not None:
         out_file(result, "--result")
-    _preflight(sc, workdir, master, partitions, role, trigger_s, default_plan)
+    _preflight(sc, scenario, workdir, master, partitions, role, trigger_s, default_plan)
     from spark_adapter.plan_fit import PlanRefused
 
     try:
@@ -153,6 +154,7 @@ def _ended_meanwhile(e: EndedMeanwhile) -> None:
 
 def _preflight(
     sc: ScenarioFile,
+    scenario: Path,
     workdir: Path,
     master: str,
     partitions: int,
@@ -160,8 +162,10 @@ def _preflight(
     trigger_s: float | None,
     default_plan: bool,
 ) -> None:
-    """Before Spark starts: the input log, the master, and a plan this pipeline can run (a
-    batch run's primary needs one now; a live one may wait for a daemon's)."""
+    """Before Spark starts: the query (from ``scenario``), the input log, the master, and a
+    plan this pipeline can run (a batch run's primary needs one now; a live one may wait for
+    a daemon's)."""
+    check_spark_query(sc, scenario)
     check_input_log(workdir / "input", "--workdir", sc)
     check_not_ended(workdir)
     check_master(master)
@@ -171,7 +175,7 @@ def _preflight(
     note_idle_partitions(sc, partitions)
     # a live driver or a standby may start first and wait for the writer and the controller:
     # its workdir is made now, once nothing is refused (its lease was opened in a missing one)
-    writable_dir(workdir, "--workdir")
+    writable_dir(workdir, "--workdir", make=True)
 
 
 DRIVER_KEYS = (  # what pipeline run prints of the driver's result
@@ -365,7 +369,7 @@ def cluster_cmd(
     if action == "up":
         if problem := worker_memory_problem(memory, workers, machine_memory()):
             fail(f"--memory: {problem}")
-        writable_dir(state_dir, "--state-dir")
+        writable_dir(state_dir, "--state-dir", make=True)
         try:
             st = cluster_up(state_file, workers, cores, memory)
         except (RuntimeError, TimeoutError) as e:

@@ -506,6 +506,25 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "control.window_samples: a number is needed, not a boolean",
         ),
+        (  # a 7 s window sliding by 2 s ran as 8 s windows, on Spark and in its reference
+            "a window that is no whole number of slides",
+            [
+                "validate",
+                gw("win7", lambda d: d["operators"][1].update(window={"size_s": 7, "slide_s": 2})),
+            ],
+            2,
+            "operators.1.window.size_s: 7 is not a whole multiple of slide_s 2 (a window's "
+            "state is kept in panes of one slide); size_s 6 or 8 would be",
+        ),
+        (  # one shorter than its slide ran as a window of one slide
+            "a window shorter than its slide",
+            [
+                "validate",
+                gw("win2", lambda d: d["operators"][1].update(window={"size_s": 2, "slide_s": 5})),
+            ],
+            2,
+            "size_s: 2 is not a whole multiple of slide_s 5",
+        ),
         (
             "duplicate operator",
             ["validate", sc("t6", lambda d: d["operators"].append(dict(d["operators"][0])))],
@@ -944,31 +963,31 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
         ),
         (
             "replay input missing",
-            ["replay", good, "--substrate", "spark", "--input", str(tmp / "nodir")],
+            ["replay", str(GW), "--substrate", "spark", "--input", str(tmp / "nodir")],
             2,
             "--input",
         ),
         (  # the imported events are the input: --batches, --scale and --seed were ignored
             "replay input with batches",
-            ["replay", good, "--substrate", "spark", "--input", str(torn), "--batches", "3"],
+            ["replay", str(GW), "--substrate", "spark", "--input", str(torn), "--batches", "3"],
             2,
             "--batches: shapes a generated input; --input replays the imported events",
         ),
         (
             "replay input with seed",
-            ["replay", good, "--substrate", "spark", "--input", str(torn), "--seed", "3"],
+            ["replay", str(GW), "--substrate", "spark", "--input", str(torn), "--seed", "3"],
             2,
             "--seed: shapes a generated input",
         ),
         (
             "replay input torn segment",
-            ["replay", good, "--substrate", "spark", "--input", str(torn)],
+            ["replay", str(GW), "--substrate", "spark", "--input", str(torn)],
             2,
             "--input: input log: " + str(torn / "input" / "seg-000001.parquet") + " is not",
         ),
         (
             "pipeline run torn segment",
-            ["pipeline", "run", good, "--workdir", str(torn), "--default-plan"],
+            ["pipeline", "run", str(GW), "--workdir", str(torn), "--default-plan"],
             2,
             "--workdir: input log: " + str(torn / "input" / "seg-000001.parquet"),
         ),

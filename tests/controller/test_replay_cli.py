@@ -263,3 +263,33 @@ def test_partitions_beyond_the_key_groups_are_noted(monkeypatch) -> None:  # typ
     assert "note: --partitions 20 for 8 key groups: 12 partition(s) will get no rows" in r.stderr
     r = CliRunner().invoke(app, ["replay", gw, "--substrate", "spark", "--partitions", "8"])
     assert "note:" not in r.stderr, r.stderr
+
+
+def test_a_refused_run_makes_no_report_directory_and_spark_is_not_started(tmp_path: Path) -> None:
+    """The report directory was made when its flag was checked: a run refused by a later
+    check (here an unknown partitioner) left it behind, empty. And a query Spark cannot run
+    (a keyed operator without a window) was refused only once Spark had started."""
+    import yaml
+
+    report = tmp_path / "r" / "demo"
+    r = subprocess.run(
+        [EXE, "demo", "--partitioner", "nope", "--report", str(report)],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2 and "--partitioner: unknown name 'nope'" in r.stderr, r.stderr
+    assert not (tmp_path / "r").exists()
+    doc = yaml.safe_load((SCENARIOS / "seed-groupby-window.yaml").read_text())
+    del doc["operators"][1]["window"]
+    sc = tmp_path / "nowindow.yaml"
+    sc.write_text(yaml.safe_dump(doc))
+    for cmd in (
+        ["replay", str(sc), "--substrate", "spark", "--batches", "2"],
+        ["pipeline", "run", str(sc), "--workdir", str(tmp_path / "w"), "--default-plan"],
+    ):
+        r = subprocess.run([EXE, *cmd], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2, r.stderr
+        assert r.stderr == (
+            f"error: {sc}: operators.count_k.window: a keyed operator needs a window on Spark\n"
+        )  # one line: no Spark session's start-up lines before it
+    assert not (tmp_path / "w").exists()
