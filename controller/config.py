@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 _STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
-_WINDOW = re.compile(r"^([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-3]):[0-5]\d$")
+_WINDOW = re.compile(r"^([01]\d|2[0-3]):[0-5]\d-(([01]\d|2[0-3]):[0-5]\d|24:00)$")
 
 
 class ConfigError(ValueError):
@@ -103,6 +103,11 @@ class ControlSettings(TrimtabModel):
         for w in v:
             if not _WINDOW.match(w):
                 raise ValueError(f"blackout window {w!r} is not HH:MM-HH:MM")
+            if w[:5] == w[6:]:  # a window of no minute: it held nothing back, and said nothing
+                raise ValueError(
+                    f"blackout window {w!r} is empty: it ends where it starts (a whole day is "
+                    "00:00-24:00)"
+                )
         return v
 
     @model_validator(mode="after")

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,7 @@ import yaml
 from controller.config import ConfigError, load_settings
 from controller.daemon import Daemon
 from controller.decisionlog import DecisionLog
+from controller.gates import in_blackout
 from tests.conftest import ROOT, SCENARIOS
 
 if TYPE_CHECKING:
@@ -153,6 +155,15 @@ def test_a_check_that_names_the_value_is_not_followed_by_its_type(tmp_path: Path
     assert str(ei.value).endswith(
         "control.blackout_windows_utc: blackout window '25:00-1' is not HH:MM-HH:MM"
     ), str(ei.value)
+    # a window that starts where it ends held nothing back and said nothing; a whole day
+    # is written to 24:00
+    f.write_text(yaml.safe_dump({"control": {"blackout_windows_utc": ["01:00-01:00"]}}))
+    with pytest.raises(ConfigError, match="'01:00-01:00' is empty: it ends where it starts"):
+        load_settings(f)
+    f.write_text(yaml.safe_dump({"control": {"blackout_windows_utc": ["00:00-24:00"]}}))
+    windows = load_settings(f).control.blackout_windows_utc
+    at = [datetime(2026, 1, 1, h, m, tzinfo=UTC) for h, m in ((0, 0), (12, 0), (23, 59))]
+    assert all(in_blackout(windows, t) for t in at)
     f.write_text(yaml.safe_dump({"control": {"interval_s": [1, 2]}}))  # pydantic's own: typed
     with pytest.raises(ConfigError, match=r"control.interval_s: .* \(got list\)"):
         load_settings(f)
