@@ -39,6 +39,8 @@ __all__ = [
 ]
 
 FORMATS = ("csv", "parquet", "jsonl")
+# CSV and JSON lines may come compressed: told by the suffix before this one (events.csv.gz)
+COMPRESSIONS = (".gz", ".bz2", ".xz", ".zip")
 READER_COLUMNS = ("_file", "_row")  # what read_events adds to the files' own columns
 KEY_LIMIT = 1 << 53  # keys travel through a double in the fold's concatenation
 
@@ -65,13 +67,27 @@ class ImportReport:
 
 
 def event_format(path: Path, fmt: str | None, default: str | None = None) -> str:
-    """The format to read ``path`` as: ``fmt`` if given, else by its suffix, else ``default``
-    (None: an error asking for ``--format``)."""
+    """The format to read ``path`` as: ``fmt`` if given, else by its suffix (the one before a
+    compression's: ``events.csv.gz`` is CSV, which pandas decompresses), else ``default``
+    (None: an error asking for ``--format``).
+
+    >>> [event_format(Path(n), None) for n in ("a.csv", "a.CSV.gz", "a.jsonl.bz2", "a.json")]
+    ['csv', 'csv', 'jsonl', 'jsonl']
+    """
     if fmt is not None:
         if fmt not in FORMATS:
             raise EventImportError(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}")
         return fmt
-    suffix = path.suffix.lower().lstrip(".")
+    *rest, last = [x.lower() for x in path.suffixes] or [""]
+    packed = last in (*COMPRESSIONS, ".zst")
+    suffix = ((rest or [""])[-1] if packed else last).lstrip(".")
+    if last == ".zst":  # pandas reads it only with a package not installed
+        raise EventImportError(f"{path}: zstd-compressed; decompress it first (zstd -d)")
+    if packed and suffix == "parquet":
+        raise EventImportError(
+            f"{path}: a compressed Parquet file; decompress it first (Parquet compresses its "
+            "own columns)"
+        )
     if suffix in ("jsonl", "ndjson", "json"):
         return "jsonl"
     if suffix in FORMATS:
@@ -103,7 +119,7 @@ def read_events(paths: list[Path], fmt: str | None = None) -> pd.DataFrame:
                 df = pd.read_parquet(p)
             else:
                 df = pd.read_json(p, lines=True)
-        except (ValueError, OSError, pd.errors.ParserError) as e:
+        except (ValueError, OSError, ImportError, pd.errors.ParserError) as e:
             raise EventImportError(f"{p}: not readable as {kind} ({str(e).splitlines()[0]})") from e
         frames.append(df.assign(_file=str(p), _row=np.arange(1, len(df) + 1)))
         formats[str(p)], columns[str(p)] = kind, list(df.columns)

@@ -312,3 +312,34 @@ def test_a_plot_named_without_a_suffix_is_the_png_it_says(tmp_path: Path) -> Non
     assert r.exit_code == 0, r.output
     written = [p.name for p in tmp_path.iterdir()]
     assert written == ["rate.png"] and json.loads(r.stdout)["plot"] == str(tmp_path / "rate.png")
+
+
+def test_compressed_csv_and_json_lines_import_as_their_plain_files(tmp_path: Path) -> None:
+    """``events.csv.gz`` was refused ("cannot tell the format from the name"), though pandas
+    reads it; a compressed Parquet file, or a zstd one (a package not installed), is named."""
+    import bz2
+    import gzip
+
+    plain = pd.read_csv(SAMPLE)
+    jsonl = tmp_path / "ev.jsonl"
+    plain.to_json(jsonl, orient="records", lines=True)
+    files = {
+        "ev.csv.gz": gzip.compress(SAMPLE.read_bytes()),
+        "ev.JSONL.bz2": bz2.compress(jsonl.read_bytes()),
+    }
+    want = InputLog(tmp_path / "want")
+    import_events([SAMPLE], want, "s", 1.0, key_col="user", value_col="bytes")
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+        log = InputLog(tmp_path / name.replace(".", "-"))
+        rep = import_events([tmp_path / name], log, "s", 1.0, key_col="user", value_col="bytes")
+        assert rep.rows_written == len(plain) and rep.bad_rows == 0, name
+        pd.testing.assert_frame_equal(log.read(), want.read())
+    for name, says in (
+        ("ev.parquet.gz", "a compressed Parquet file; decompress it first"),
+        ("ev.csv.zst", "zstd-compressed; decompress it first"),
+    ):
+        (tmp_path / name).write_bytes(b"x")
+        with pytest.raises(EventImportError, match=says):
+            import_events([tmp_path / name], InputLog(tmp_path / "no"), "s", 1.0, key_col="user")
+    assert not InputLog(tmp_path / "no").segments()
