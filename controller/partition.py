@@ -128,7 +128,7 @@ def read_key_trace(
     (their per-key state stays small). A trace without a time column needs ``window_rows``.
     """
     from partitioners.micro_batch import fold_key
-    from spark_adapter.event_import import row_place, stable_keys
+    from spark_adapter.event_import import TS_BAD, event_seconds, row_place, stable_keys
 
     df = _read_trace(path, key_col)
     raw, bad_key, _ = stable_keys(df[key_col])
@@ -151,10 +151,10 @@ def read_key_trace(
             f"--window-rows: {path} has a time column {ts_col!r}: its windows are --window-s "
             "seconds (--window-rows cuts a trace without one)"
         )
-    ts = pd.to_numeric(df[ts_col], errors="coerce").to_numpy(dtype=float)
+    ts = event_seconds(df[ts_col])
     bad = np.flatnonzero(~np.isfinite(ts))
     if bad.size:
-        raise ValueError(f"--trace: {row_place(df, int(bad[0]))}: {ts_col}: not a finite number")
+        raise ValueError(f"--trace: {row_place(df, int(bad[0]))}: {ts_col}: {TS_BAD}")
     if window_s <= 0:
         raise ValueError(f"--window-s: must be > 0 (got {window_s})")
     span, per = float(ts.max() - ts.min()), BYTES_PER_WINDOW_ROUTED

@@ -32,11 +32,14 @@ __all__ = [
     "ImportReport",
     "checked_events",
     "event_format",
+    "event_seconds",
     "import_events",
     "read_events",
     "row_place",
     "stable_keys",
 ]
+
+TS_BAD = "neither a number of seconds nor a date-time"
 
 FORMATS = ("csv", "parquet", "jsonl")
 # CSV and JSON lines may come compressed: told by the suffix before this one (events.csv.gz)
@@ -161,6 +164,31 @@ def stable_keys(col: pd.Series) -> tuple[np.ndarray, np.ndarray, bool]:
     return h.astype(np.int64), missing, True
 
 
+def event_seconds(col: pd.Series) -> np.ndarray:
+    """A time column in seconds: numbers as they are; date-times (a timestamp column, as
+    Parquet and pandas write them, or ISO 8601 text such as ``2026-11-28T07:00:00.5Z``, one
+    without a zone read as UTC) in seconds since the epoch; anything else NaN.
+
+    >>> event_seconds(pd.Series(["1.5", "1970-01-01T00:00:02.5Z", "1970-01-01 00:01", "x"]))
+    array([ 1.5,  2.5, 60. ,  nan])
+    """
+    if pd.api.types.is_datetime64_any_dtype(col):
+        return _epoch_s(col)
+    ts = pd.to_numeric(col, errors="coerce").to_numpy(dtype=float)
+    text = np.isnan(ts) & col.notna().to_numpy()
+    if text.any() and col.dtype == object:  # the rows that are no number: date-times?
+        when = pd.to_datetime(col[text].astype(str), utc=True, errors="coerce", format="ISO8601")
+        ts[text] = _epoch_s(when)
+    return ts
+
+
+def _epoch_s(when: pd.Series) -> np.ndarray:
+    """Date-times as seconds since the epoch (one without a zone read as UTC); NaT as NaN."""
+    if when.dt.tz is None:
+        when = when.dt.tz_localize("UTC")
+    return ((when - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(seconds=1)).to_numpy(dtype=float)
+
+
 def _checked(
     df: pd.DataFrame, ts_col: str, key_col: str, value_col: str | None
 ) -> tuple[pd.DataFrame, np.ndarray, list[str], bool]:
@@ -175,7 +203,7 @@ def _checked(
             if col not in cols:
                 have = ", ".join(map(str, cols))
                 raise EventImportError(f"{flag}: no column {col!r} in {f} (columns: {have})")
-    ts = pd.to_numeric(df[ts_col], errors="coerce").to_numpy(dtype=float)
+    ts = event_seconds(df[ts_col])
     key, key_bad, strings = stable_keys(df[key_col])
     v = (
         pd.to_numeric(df[value_col], errors="coerce").to_numpy(dtype=float)
@@ -183,7 +211,7 @@ def _checked(
         else np.ones(len(df))
     )
     reasons = [
-        (~np.isfinite(ts), f"{ts_col}: not a finite number"),
+        (~np.isfinite(ts), f"{ts_col}: {TS_BAD}"),
         (key_bad, f"{key_col}: missing, negative, fractional or >= 2^53"),
         (~np.isfinite(v), f"{value_col}: not a finite number"),
     ]

@@ -94,9 +94,14 @@ def test_a_bad_row_is_named_where_an_editor_finds_it(tmp_path: Path, name, write
 
     ev = tmp_path / name
     write(ev)
-    with pytest.raises(EventImportError, match=rf"first: .*{place}: ts: not a finite number"):
+    with pytest.raises(
+        EventImportError,
+        match=rf"first: .*{place}: ts: neither a number of seconds nor a date-time",
+    ):
         import_events([ev], InputLog(tmp_path / "a"), "s", 1.0)
-    with pytest.raises(ValueError, match=rf"--trace: .*{place}: ts: not a finite number"):
+    with pytest.raises(
+        ValueError, match=rf"--trace: .*{place}: ts: neither a number of seconds nor a date-time"
+    ):
         read_key_trace(ev)
 
 
@@ -343,3 +348,30 @@ def test_compressed_csv_and_json_lines_import_as_their_plain_files(tmp_path: Pat
         with pytest.raises(EventImportError, match=says):
             import_events([tmp_path / name], InputLog(tmp_path / "no"), "s", 1.0, key_col="user")
     assert not InputLog(tmp_path / "no").segments()
+
+
+def test_date_time_columns_import_as_their_seconds(tmp_path: Path) -> None:
+    """Events stamped with ISO 8601 text (``2025-11-22T08:26:40.018Z``) had every row bad
+    ("not a finite number"), and a Parquet timestamp column was read in nanoseconds (refused
+    as spanning 3e10 ticks, with advice to read milliseconds). Both import as the same events
+    in seconds; `partition --trace` reads them alike."""
+    from controller.partition import read_key_trace
+
+    plain = pd.read_csv(SAMPLE)
+    when = pd.to_datetime(plain["ts"], unit="s", utc=True)
+    iso = tmp_path / "iso.csv"
+    plain.assign(ts=when.dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")).to_csv(iso, index=False)
+    stamped = tmp_path / "stamped.parquet"
+    plain.assign(ts=when).to_parquet(stamped)
+    want = InputLog(tmp_path / "want")
+    import_events([SAMPLE], want, "s", 1.0, key_col="user", value_col="bytes")
+    ref = want.read()
+    for f in (iso, stamped):
+        log = InputLog(tmp_path / f.stem)
+        rep = import_events([f], log, "s", 1.0, key_col="user", value_col="bytes")
+        assert rep.bad_rows == 0 and log.segments() == want.segments(), f.name
+        got = log.read()
+        assert np.abs(got["ts"] - ref["ts"]).max() < 1e-5  # the text's microseconds
+        pd.testing.assert_frame_equal(got.drop(columns="ts"), ref.drop(columns="ts"))
+        windows = read_key_trace(f, key_col="user")
+        assert [w.size for w in windows] == [w.size for w in read_key_trace(SAMPLE, key_col="user")]
