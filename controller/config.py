@@ -311,6 +311,9 @@ def port_problem(settings: Settings) -> str | None:
     if m.port == 0:
         return None
     with socket.socket() as s:
+        # as the metrics server binds: a port whose last connections wait out TIME_WAIT (a
+        # daemon just stopped after a scrape) is free to listen on again; a listener is not
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((m.host, m.port))
         except OSError as e:

@@ -1134,3 +1134,29 @@ def test_read_only_commands_leave_a_stopped_daemons_files_as_they_were(tmp_path:
         assert sorted(p.name for p in (tmp_path / "st").iterdir()) == before, argv
         if argv[0] == "decisions":  # read through: both rounds, not an empty view
             assert len(json.loads(r2.stdout)) == 2, r2.stdout
+
+
+def test_a_port_a_stopped_daemon_was_scraped_on_is_free_to_restart_on(tmp_path: Path) -> None:
+    """A daemon stopped after a Prometheus scrape leaves the scrape's connection in TIME_WAIT
+    on its port for a minute. The metrics server binds over it (SO_REUSEADDR), but the check
+    before it did not: a restart within that minute exited 3, "address already in use"."""
+    import socket
+
+    from controller.config import port_problem
+
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        port = listener.getsockname()[1]
+        listener.listen()
+        settings = load_settings(None, metrics={"host": "127.0.0.1", "port": port})
+        assert "address already in use" in (port_problem(settings) or "")  # a listener
+        client = socket.create_connection(("127.0.0.1", port))
+        served, _ = listener.accept()
+        served.close()  # the server closes first, as the metrics server does: TIME_WAIT
+        client.recv(1)
+        client.close()
+    # the case this test is about: a socket on the port in TIME_WAIT (state 06)
+    rows = [ln.split() for ln in Path("/proc/net/tcp").read_text().splitlines()[1:]]
+    assert any(r[1].endswith(f":{port:04X}") and r[3] == "06" for r in rows)
+    assert port_problem(settings) is None
