@@ -78,3 +78,29 @@ def test_every_example_prints_as_written_at_any_width() -> None:
             text = ln.split(":", 1)[1] if ln.strip().startswith("Example") else ln
             assert text.strip().startswith("trimtab "), (args, out)
     assert seen >= 20
+
+
+@pytest.mark.parametrize("after_s", [0.15, 0.3])
+def test_a_ctrl_c_while_the_command_line_loads_is_quiet(after_s: float) -> None:
+    """The first half second of any command imports numpy, pandas and the policies; a Ctrl-C
+    then printed Python's trace of the import it hit and died by the signal. Now: exit 130,
+    nothing printed, as a Ctrl-C during a command."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    exe = Path(sys.executable).parent / "trimtab"
+    p = subprocess.Popen(
+        [str(exe), "--help"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal's
+    )
+    time.sleep(after_s)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert (p.returncode, err) == (130, ""), err[-2000:]
+    assert out == ""  # it was still loading: no help printed
