@@ -345,7 +345,8 @@ class Correlation(_Base):
             self.target, assign, unit_x, ctx.settings.placement.max_moves
         )
         left = int(todo.size - step.size)
-        reason = f"{self.target_why}: {step.size} of {todo.size} unit(s) moved toward it"
+        moved = f"{step.size} of {todo.size} unit(s) moved" if todo.size else "no unit to move"
+        reason = f"{self.target_why}: {moved} toward it"
         details = {"phase": "global", "remaining": left, "moved_now": int(step.size)}
         details.update(self.target_numbers)
         self.target_numbers = {}
@@ -442,8 +443,7 @@ PLACEMENTS: dict[str, Factory] = {
 def placement_method(
     name: str, params: dict[str, float], field: str = "placement"
 ) -> PlacementMethod:
-    """A new instance of the method ``name``; an unknown name is a ``ValueError`` naming
-    ``field`` and the known names."""
+    """A new ``name`` method; an unknown name is a ValueError naming ``field`` and all known."""
     if name not in PLACEMENTS:
         known = ", ".join(sorted(PLACEMENTS))
         raise ValueError(f"{field}: unknown method {name!r} (known: {known})")

@@ -235,3 +235,19 @@ def test_flat_node_loads_do_not_fire_the_trigger() -> None:
     assert applied and applied[0].reason.startswith("global correlation"), applied
     assert len(applied) == 1, [d.reason for d in applied]  # nothing moved after it
     assert not any(d.reason.startswith("stale placement") for d in r.decisions)
+
+
+def test_a_global_step_that_moves_nothing_says_so() -> None:
+    """A resumed daemon's placement already is the global step's plan; its first round said
+    "global correlation placement after warm-up: 0 of 0 unit(s) moved toward it"."""
+    sc = load_scenario(SCENARIOS / "chain-arrival.yaml")
+    ctx = make_context(sc)
+    x = np.random.default_rng(0).random((ctx.units.m, ctx.settings.window_k))
+    start = np.arange(ctx.units.m) % ctx.cluster.n
+    method = Correlation("twoway")
+    there = method._global(ctx, x, start)  # the plan it would make, already in place
+    res = method.rebalance(ctx, x, there, np.ones(ctx.cluster.n, dtype=bool))
+    assert (res.assignment == there).all()
+    assert res.reason == "global correlation placement after warm-up: no unit to move toward it"
+    moved = Correlation("twoway").rebalance(ctx, x, start, np.ones(ctx.cluster.n, dtype=bool))
+    assert " unit(s) moved toward it" in moved.reason and "0 of " not in moved.reason
