@@ -190,6 +190,21 @@ def recorded_scenario(workdir: Path) -> ScenarioFile:
         ) from None
 
 
+def _check_streams(
+    workdir: Path, batches: list[BatchStats], name: str, sides: dict[str, int]
+) -> None:
+    """``ValueError`` unless the run's batches read rows, of the scenario's streams only (a
+    wrong ``--scenario`` divided by zero, or fitted one pipeline's costs to another's)."""
+    read = sorted({s for b in batches for s, n in b.stream_rows.items() if n})
+    if other := [s for s in read if s not in sides]:
+        raise ValueError(
+            f"--scenario: the run in {workdir} read stream(s) {', '.join(other)}, which "
+            f"{name!r} does not have (name the scenario the run ran)"
+        )
+    if not read:
+        raise ValueError(f"{workdir}: no batch read a row: there is nothing to fit")
+
+
 def calibrate(
     workdir: Path, scenario: ScenarioFile | None = None, skip: int = 1
 ) -> CalibrationOverlay:
@@ -203,6 +218,7 @@ def calibrate(
     from spark_adapter.query import compile_query
 
     q = compile_query(scenario)
+    _check_streams(workdir, batches, scenario.name, q.sides)
     seen = {s: sum(_offered(b, s) for b in batches) for s in q.sides}
     total = max(sum(seen.values()), 1)
     modelled = sum(q.cost_us[s] * n for s, n in seen.items()) / total  # us per row, by rows

@@ -208,6 +208,18 @@ def test_bad_calibration_input_is_one_line(tmp_path: Path) -> None:
     _one_line_error(
         runner.invoke(app, ["calibrate", str(cut)]), "not a trimtab batch file (no 'plan_version')"
     )
+    # another pipeline's scenario: its streams read no row of the run (a ZeroDivisionError)
+    wrong = SCENARIO.parent / "zipf-moderate.yaml"
+    _one_line_error(
+        runner.invoke(app, ["calibrate", str(good), "--scenario", str(wrong)]),
+        "--scenario: the run in",
+        "read stream(s) s, which 'zipf-moderate' does not have",
+    )
+    idle = _batches()
+    for b in idle:
+        b.stream_rows["s"] = 0
+    idle_dir = _workdir(tmp_path / "idle", idle)
+    _one_line_error(runner.invoke(app, ["calibrate", str(idle_dir)]), "no batch read a row")
     (good / "run.json").write_text("{}")
     _one_line_error(runner.invoke(app, ["calibrate", str(good)]), "run.json: not the run record")
     good = _workdir(tmp_path / "good2", _batches())
