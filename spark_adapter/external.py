@@ -145,13 +145,17 @@ class ExternalSparkSubstrate:
 
 
 def batch_mismatch(
-    b: BatchStats, workdir: Path, streams: list[str], partitions: int, key_groups: int | None
+    b: BatchStats,
+    workdir: Path,
+    streams: list[str],
+    partitions: int | None,
+    key_groups: int | None,
 ) -> str | None:
     """Why batch ``b`` is not of the pipeline a daemon was configured for (None: it is): other
     partitions, key groups or streams, as when its ``substrate.scenario`` or
-    ``substrate.partitions`` is not the driver's."""
+    ``substrate.partitions`` is not the driver's (None: not checked)."""
     where = f"the pipeline in {workdir} ({workdir / 'metrics' / f'batch-{b.batch_id:08d}.json'})"
-    if b.busy_s.size != partitions:
+    if partitions is not None and b.busy_s.size != partitions:
         return f"substrate.partitions: {partitions}, but {where} runs {b.busy_s.size}"
     if key_groups is not None and b.kg_rows.size != key_groups:
         return (
@@ -168,7 +172,7 @@ def batch_mismatch(
 
 
 def workdir_mismatch(
-    workdir: str | Path, streams: list[str], partitions: int, key_groups: int | None
+    workdir: str | Path, streams: list[str], partitions: int | None, key_groups: int | None
 ) -> str | None:
     """``batch_mismatch`` of the newest batch file in ``workdir`` (None without one); reads
     only."""

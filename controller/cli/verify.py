@@ -30,6 +30,7 @@ def pipeline_verify(
 
     Example: trimtab pipeline verify scenarios/spark-overload-ramp.yaml --workdir pipe
     """
+    from spark_adapter.external import workdir_mismatch
     from spark_adapter.query import compile_query
     from spark_adapter.verification import verify_workdir
 
@@ -38,9 +39,13 @@ def pipeline_verify(
         fail(f"--workdir: {workdir} is not a directory")
     if input is not None and not input.is_dir():
         fail(f"--input: {input} is not a directory")
-    check_input_log(input or workdir / "input", "--input" if input else "--workdir")
+    check_input_log(input or workdir / "input", "--input" if input else "--workdir", sc)
+    q = compile_query(sc)
+    # another pipeline's scenario "differs" from every output: say which one it is
+    if problem := workdir_mismatch(workdir, list(q.sides), None, q.key_groups):
+        fail(f"{scenario}: {problem.removeprefix('substrate.scenario: ')}")
     try:
-        out = verify_workdir(workdir, compile_query(sc), sc.controller.shedding.window_drops, input)
+        out = verify_workdir(workdir, q, sc.controller.shedding.window_drops, input)
     except ValueError as e:
         fail(str(e))
     if as_json:

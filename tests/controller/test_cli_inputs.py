@@ -229,3 +229,47 @@ def test_a_spark_replay_into_another_runs_workdir_is_refused_before_spark(
     (tmp_path / "p" / "planlog.sqlite").write_bytes(b"")
     r = subprocess.run([*replay, "--workdir", str(tmp_path / "p")], capture_output=True, text=True)
     assert r.returncode == 2 and "holds another run" in r.stderr, r.stderr
+
+
+def test_pipeline_verify_with_another_pipelines_scenario_says_so(tmp_path: Path) -> None:
+    """Given another pipeline's scenario, verify printed "differs: N rows against the
+    reference 0" (exit 1), as if the pipeline's output were wrong. Now its input of another
+    stream, or its batches of other key groups, are named (exit 2)."""
+    import numpy as np
+    import pandas as pd
+
+    from controller.scenario import load_scenario
+    from spark_adapter.batchstats import BatchStats, write_batch_stats
+    from spark_adapter.source import InputLog
+
+    w = tmp_path / "w"
+    InputLog(w / "input").generate(load_scenario(SCENARIOS / "seed-groupby-window.yaml"), 1, 0.01)
+    r = _run("pipeline", "verify", str(SCENARIOS / "zipf-moderate.yaml"), "--workdir", str(w))
+    assert r.returncode == 2, r.stderr
+    assert "holds rows of stream 's', not a stream of the scenario (events)" in r.stderr
+    batch = BatchStats(  # a batch of the 8 key groups seed-groupby-window runs
+        batch_id=0,
+        plan_version=0,
+        replay=False,
+        duration_s=1.0,
+        rows=np.array([5, 5]),
+        busy_s=np.array([0.1, 0.1]),
+        kg_rows=np.zeros(8, dtype=np.int64),
+        key_rows=pd.DataFrame({"key": [], "side": [], "rows": []}),
+        stream_rows={"s": 10},
+        state_rows=0,
+        state_moved=0,
+        late=0,
+        rows_out=0,
+        event_range=(0, 9),
+        max_ts=0.9,
+    )
+    (w / "metrics").mkdir()
+    write_batch_stats(batch, w / "metrics")
+    other = SCENARIOS / "spark-anticorrelated.yaml"  # stream s too, in 16 key groups
+    r = _run("pipeline", "verify", str(other), "--workdir", str(w))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr == (
+        f"error: {other}: its keyed operator has 16 key groups, but the pipeline in {w} "
+        f"({w / 'metrics' / 'batch-00000000.json'}) has 8\n"
+    )
