@@ -63,6 +63,7 @@ class ImportReport:
     segments: int
     span_s: float  # event-time span after the speedup
     string_keys: bool
+    unused_columns: list[str]  # read and left out: not the time, key or value column
 
     def as_dict(self) -> dict[str, object]:
         """The report as JSON-ready data."""
@@ -236,6 +237,7 @@ class CheckedEvents:
     bad_rows: int
     first_bad: str  # "place: reason" (``row_place``), or ""
     string_keys: bool
+    unused_columns: list[str]  # neither the time, the key nor the value column
 
 
 def checked_events(
@@ -268,6 +270,11 @@ def checked_events(
         bad_rows=n_bad,
         first_bad=first,
         string_keys=strings,
+        unused_columns=[
+            str(c)
+            for c in dict.fromkeys(c for cols in df.attrs["columns"].values() for c in cols)
+            if c not in (ts_col, key_col, value_col)
+        ],
     )
 
 
@@ -308,6 +315,7 @@ def import_events(
         segments=segments,
         span_s=float(t[-1]),
         string_keys=ev.string_keys,
+        unused_columns=ev.unused_columns,
     )
 
 

@@ -151,6 +151,12 @@ def input_import(
             f"warning: {rep.bad_rows} bad row(s) left out (first: {rep.first_bad})",
             file=sys.stderr,
         )
+    if value_col is None and rep.unused_columns:  # a filter on v saw only 1s, say
+        print(
+            f"note: no --value-col: every event's value is 1 (columns left out: "
+            f"{', '.join(rep.unused_columns)}; --value-col COL carries one's values)",
+            file=sys.stderr,
+        )
     print_json(rep.as_dict())
 
 

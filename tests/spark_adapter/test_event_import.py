@@ -375,3 +375,18 @@ def test_date_time_columns_import_as_their_seconds(tmp_path: Path) -> None:
         pd.testing.assert_frame_equal(got.drop(columns="ts"), ref.drop(columns="ts"))
         windows = read_key_trace(f, key_col="user")
         assert [w.size for w in windows] == [w.size for w in read_key_trace(SAMPLE, key_col="user")]
+
+
+def test_an_import_without_a_value_column_says_what_it_left_out(tmp_path: Path) -> None:
+    """Without --value-col every event's value is 1: imported so, a query filtering on v
+    (``v > 10``) dropped every row, and nothing said a column had been left out."""
+    exe = str(Path(sys.executable).parent / "trimtab")
+    cmd = [exe, "input", "import", str(SAMPLE), "--stream", "clicks", "--key-col", "user"]
+    r = subprocess.run([*cmd, "--workdir", str(tmp_path / "a")], capture_output=True, text=True)
+    assert r.returncode == 0 and json.loads(r.stdout)["unused_columns"] == ["bytes"], r.stderr
+    assert "note: no --value-col: every event's value is 1 (columns left out: bytes;" in r.stderr
+    assert InputLog(tmp_path / "a" / "input").read()["v"].eq(1.0).all()
+    cmd += ["--workdir", str(tmp_path / "b"), "--value-col", "bytes"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0 and json.loads(r.stdout)["unused_columns"] == [], r.stderr
+    assert "note:" not in r.stderr
