@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -146,18 +146,25 @@ def input_import(
             if d.is_dir() and not any(p.is_file() for p in d.rglob("*")):
                 shutil.rmtree(d, ignore_errors=True)
         fail(str(e))
+    _left_out(rep, value_col)
+    print_json(rep.as_dict())
+
+
+def _left_out(rep: Any, value_col: str | None) -> None:
+    """Say on stderr what an import left out: bad rows, and without ``--value-col`` the
+    columns a value could have come from (every event's value is then 1: a filter on v saw
+    only 1s)."""
     if rep.bad_rows:
         print(
             f"warning: {rep.bad_rows} bad row(s) left out (first: {rep.first_bad})",
             file=sys.stderr,
         )
-    if value_col is None and rep.unused_columns:  # a filter on v saw only 1s, say
+    if value_col is None and rep.unused_columns:
         print(
             f"note: no --value-col: every event's value is 1 (columns left out: "
             f"{', '.join(rep.unused_columns)}; --value-col COL carries one's values)",
             file=sys.stderr,
         )
-    print_json(rep.as_dict())
 
 
 def _image_path(plot: Path) -> Path:
