@@ -39,7 +39,7 @@ from controller.settings import (
 )
 from core.files import read_text
 from core.model_base import NoBooleanNumbers, TrimtabModel
-from core.scenario import format_validation_error, yaml_problem
+from core.scenario import MAX_KEY_GROUPS, format_validation_error, yaml_problem
 
 __all__ = [
     "ConfigError",
@@ -131,7 +131,7 @@ class SubstrateConfig(TrimtabModel):
         None, ge=1, description="simulated ticks per round; default interval_s / tick_s"
     )
     workdir: str | None = Field(None, description="pipeline working directory (spark-external)")
-    partitions: int = Field(2, ge=1)
+    partitions: int = Field(2, ge=1, le=MAX_KEY_GROUPS)
     calibration: str | None = Field(
         None,
         description="spark-external: a trimtab calibrate overlay for the load model (row cost, "

@@ -30,6 +30,7 @@ from core.rates import (
 from core.topology import OperatorSpec, QueryNetwork, TopologyError
 
 __all__ = [
+    "MAX_KEY_GROUPS",
     "FaultSpec",
     "KeySpec",
     "NodeSpec",
@@ -40,6 +41,10 @@ __all__ = [
     "load_model",
     "load_scenario",
 ]
+
+
+# the most key groups a keyed operator has, and so the most partitions a keyed stage can use
+MAX_KEY_GROUPS = 4096
 
 
 class ScenarioError(ValueError):
@@ -118,7 +123,7 @@ class OperatorModel(TrimtabModel):
     inputs: list[str] = Field(min_length=1)
     cost_us: float = Field(ge=0)
     selectivity: float = Field(1.0, ge=0)
-    key_groups: int = Field(1, ge=1, le=4096)
+    key_groups: int = Field(1, ge=1, le=MAX_KEY_GROUPS)
     weight: float = Field(1.0, ge=0)
     window: WindowSpec | None = None
     state_bytes_per_key_group: float = Field(0.0, ge=0)

@@ -12,7 +12,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import numpy as np
 import typer
@@ -21,9 +21,10 @@ from typer import _click as click  # typer vendors click: its exceptions are the
 from typer.core import TyperGroup
 
 from controller.scenario import ScenarioFile, load_scenario
-from core.scenario import ScenarioError
+from core.scenario import MAX_KEY_GROUPS, ScenarioError
 
 __all__ = [
+    "PartitionsOpt",
     "app",
     "check_input_log",
     "check_master",
@@ -39,6 +40,12 @@ __all__ = [
     "print_json",
     "progress",
     "writable_dir",
+]
+
+
+PartitionsOpt = Annotated[
+    int,
+    typer.Option(min=1, max=MAX_KEY_GROUPS, help="Spark: partitions of the keyed stage"),
 ]
 
 

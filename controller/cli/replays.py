@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from controller.cli.common import (
+    PartitionsOpt,
     app,
     check_input_log,
     err,
@@ -58,7 +59,6 @@ PartitionerOpt = Annotated[
         + "; default from the scenario"
     ),
 ]
-PartitionsOpt = Annotated[int, typer.Option(min=1, help="Spark: partitions of the keyed stage")]
 ScaleOpt = Annotated[
     float, typer.Option(callback=finite, min=1e-4, help="Spark: input rate scale (fit the machine)")
 ]

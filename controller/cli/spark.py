@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from controller.cli.common import (
+    PartitionsOpt,
     app,
     check_input_log,
     check_master,
@@ -85,7 +86,7 @@ def pipeline_run(
     workdir: Annotated[Path, typer.Option(help="working directory with the input log and plans")],
     role: Annotated[str, typer.Option(help=ROLE_HELP)] = "primary",
     master: Annotated[str, typer.Option(help="Spark master")] = "local[2]",
-    partitions: Annotated[int, typer.Option(min=1)] = 2,
+    partitions: PartitionsOpt = 2,
     lease_ttl_s: LeaseTtlOpt = 3.0,
     snapshot_every: Annotated[int, typer.Option(min=1, help="state snapshot every k batches")] = 2,
     kill_after_output: Annotated[

@@ -506,6 +506,18 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "control.window_samples: a number is needed, not a boolean",
         ),
+        (  # the node correlation of 100,000 partitions wanted 75 GiB: a MemoryError mid-run
+            "more partitions than a keyed stage can have",
+            ["replay", str(GW), "--substrate", "spark", "--partitions", "100000"],
+            2,
+            "'--partitions': Input should be less than or equal to 4096",
+        ),
+        (
+            "more partitions than a keyed stage can have, a driver",
+            ["pipeline", "run", str(GW), "--workdir", str(tmp / "p5k"), "--partitions", "5000"],
+            2,
+            "'--partitions': Input should be less than or equal to 4096",
+        ),
         (  # a 7 s window sliding by 2 s ran as 8 s windows, on Spark and in its reference
             "a window that is no whole number of slides",
             [
