@@ -275,9 +275,9 @@ def _acquire(lease: Lease, holder: str, role: str, pipe: Any) -> int:
     first, it waits for the primary, and says it is ready in ``WORKDIR/_STANDBY_READY``); a
     primary waits out a dead holder's lease and no longer."""
     give_up = time.time() + 2 * lease.ttl_s + 1
-    last_follow = 0.0
+    last_follow, marked = 0.0, 0
     if role == "standby":
-        mark_refolding(pipe.dir, 0)  # before its first follow reads the newest snapshot
+        mark_refolding(pipe.dir, marked)  # before its first follow reads the newest snapshot
         (pipe.dir / STANDBY_READY).touch()  # warm and waiting: a harness may start the primary
     try:
         while True:
@@ -290,7 +290,8 @@ def _acquire(lease: Lease, holder: str, role: str, pipe: Any) -> int:
                 raise RuntimeError("lease: another driver holds the lease")
             if role == "standby" and time.time() - last_follow > 1.0:
                 _follow(pipe)
-                mark_refolding(pipe.dir, next_segment(pipe))
+                if (segment := next_segment(pipe)) != marked:  # the mark moves with the state
+                    mark_refolding(pipe.dir, marked := segment)
                 last_follow = time.time()
             stop_if_asked(f"interrupted: the {role} stopped waiting for the lease")
             time.sleep(0.1)

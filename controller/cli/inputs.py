@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -24,6 +24,9 @@ from controller.cli.common import (
     writable_dir,
 )
 from controller.cli.resources import check_segments
+
+if TYPE_CHECKING:
+    from spark_adapter.event_import import ImportReport
 
 input_app = typer.Typer(
     help="A pipeline's input log: generate it, import your own events, profile them.",
@@ -150,7 +153,7 @@ def input_import(
     print_json(rep.as_dict())
 
 
-def _left_out(rep: Any, value_col: str | None) -> None:
+def _left_out(rep: ImportReport, value_col: str | None) -> None:
     """Say on stderr what an import left out: bad rows, and without ``--value-col`` the
     columns a value could have come from (every event's value is then 1: a filter on v saw
     only 1s)."""

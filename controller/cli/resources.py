@@ -32,8 +32,9 @@ def check_segments(
 
 
 def check_spark_run(master: str, sc: ScenarioFile, params: dict[str, Any]) -> None:
-    """The query (``check_spark_query``) and ``check_master``; then, unless ``--input`` gives the events, ``check_segments`` for the
-    input a replay or the demo generates (its ``--scale``, ``--batches`` and ``--workdir``)."""
+    """The query (``check_spark_query``) and ``check_master``; then, unless ``--input`` gives
+    the events, ``check_segments`` for the input a replay or the demo generates (its
+    ``--scale``, ``--batches`` and ``--workdir``)."""
     check_spark_query(sc, params.get("scenario"))
     check_master(master)
     work = params.get("workdir")
