@@ -138,18 +138,20 @@ def place(
     scenario: ScenarioFile, algorithms: list[str], points: int = 2**14
 ) -> list[dict[str, Any]]:
     """Static placements with ``feasible_set_ratio``, node mean loads and inter-node arcs."""
+    if unknown := [x for x in algorithms if x not in PLACEMENTS and x != "correlation"]:
+        known = ", ".join(sorted(PLACEMENTS))
+        raise ValueError(
+            f"--algorithm: unknown placement {unknown[0]!r} (known: {known}, correlation)"
+        )
     ctx = make_context(scenario)
     cap = ctx.cluster.capacities()
     out = []
     for name in algorithms:
-        method = PLACEMENTS.get(name) if name != "correlation" else None
-        if name == "correlation" or isinstance(method and method({}), Correlation):
+        method = PLACEMENTS.get(name)
+        if method is None or isinstance(method({}), Correlation):
             a = correlation_global.initial_placement(_model_series(scenario), cap)
-        elif method is not None:
-            a = method({}).initial(ctx, None)
         else:
-            known = ", ".join(sorted(PLACEMENTS))
-            raise ValueError(f"algorithm: unknown placement {name!r} (known: {known}, correlation)")
+            a = method({}).initial(ctx, None)
         fs = feasible_set_ratio(ctx.units.coeff, a, cap, points=points, seed=scenario.seed)
         load = loadstats.node_series(ctx.expected_unit_load()[:, None], a, cap.size)[:, 0]
         out.append(

@@ -28,8 +28,12 @@ def place_cmd(
     Example: trimtab place scenarios/bursty-rod.yaml --algorithm rod,llf
     """
     from controller.compare import place
+    from core.footprint import machine_memory, points_problem
 
     sc = load(scenario)
+    streams, nodes = len(sc.streams), len(sc.cluster.nodes)
+    if problem := points_problem(points, streams, nodes, machine_memory()):
+        fail(problem)
     try:
         rows = place(sc, names(algorithm, "--algorithm"), points)
     except ValueError as e:

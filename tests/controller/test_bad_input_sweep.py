@@ -731,6 +731,18 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
         ("no method", ["compare", good, "--placement", " , "], 2, "--placement: no name given"),
         ("no algorithm", ["place", good, "--algorithm", ","], 2, "--algorithm: no name given"),
         (
+            "an unknown algorithm after a known one",
+            ["place", good, "--algorithm", "rod,ROD"],
+            2,
+            "--algorithm: unknown placement 'ROD'",
+        ),
+        (
+            "a billion QMC points (ran out of memory)",
+            ["place", good, "--points", "1000000000"],
+            2,
+            "--points: 1,000,000,000 points over 2 streams and 2 nodes",
+        ),
+        (
             "--ha with --shedding",
             ["compare", good, "--ha", "upstream", "--shedding", "lp"],
             2,
@@ -1375,3 +1387,17 @@ def test_a_device_that_never_ends_is_refused_not_read(argv: list[str]) -> None:
         + ("--calibration: " if "--calibration" in argv else "")
         + "/dev/zero: not a regular file (a device or a pipe)"
     ), r.stderr
+
+
+def test_place_names_an_unknown_algorithm_before_it_places_any(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`place --algorithm rod,ROD` placed rod and measured its feasible-set ratio (long at
+    many points) before it named ROD."""
+    from controller import compare
+    from controller.scenario import load_scenario
+
+    def measured(*a, **k):  # type: ignore[no-untyped-def]
+        raise AssertionError("a placement was measured before the names were checked")
+
+    monkeypatch.setattr(compare, "feasible_set_ratio", measured)
+    with pytest.raises(ValueError, match="--algorithm: unknown placement 'ROD'"):
+        compare.place(load_scenario(BASE), ["rod", "ROD"])
