@@ -278,11 +278,11 @@ class DecisionLog:
         return None if row is None else Plan.from_json(row[0])
 
     def last(self, n: int = 20) -> list[dict[str, Any]]:
-        """The ``n`` most recent rounds, oldest first."""
+        """The ``n`` most recent rounds, oldest first (an ``n`` past SQLite's integers: all)."""
         rows = self._db.execute(
             "SELECT ts, round, kind, reason, plan_version, applied, duration_s, observation, details FROM rounds "
             "ORDER BY id DESC LIMIT ?",
-            (n,),
+            (min(n, 2**63 - 1),),
         ).fetchall()
         return [
             {

@@ -71,6 +71,8 @@ def test_the_log_refuses_an_older_epoch_once_a_newer_one_has_written_it(tmp_path
     with pytest.raises(StaleEpochError, match="epoch 1 refused; controller epoch 2 has written"):
         old.record(3.0, 3, "hold", "z", 0, False, 0.0, {}, {})
     assert old.pending == 0 and [r["reason"] for r in new.last()] == ["x", "y"]
+    # `decisions --last 100000000000000000000` (all of them) was an OverflowError
+    assert [r["reason"] for r in new.last(10**20)] == ["x", "y"]
 
 
 def test_writes_wait_while_the_log_is_locked_up_to_what_retention_keeps(tmp_path: Path) -> None:
