@@ -105,14 +105,17 @@ def read_rate_trace(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """
     if (problem := file_problem(path)) is not None:
         raise ValueError(f"trace {problem}")
-    lines = path.read_text().splitlines()
+    try:  # utf-8-sig: a spreadsheet's "CSV UTF-8" starts with a byte-order mark
+        lines = path.read_bytes().decode("utf-8-sig").splitlines()
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     header = [h.strip() for h in lines[0].split(",")] if lines else []
     if header != ["t_s", "rate"]:
         raise ValueError(f"{path}: the header must be t_s,rate (got {','.join(header) or 'none'})")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # an empty file: said below
-            data = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
+            data = np.loadtxt(lines[1:], delimiter=",", ndmin=2)
     except ValueError as e:
         raise ValueError(f"{path}: not numbers: {e}") from None
     if data.shape[0] < 2 or data.shape[1] != 2:

@@ -122,7 +122,7 @@ def read_events(paths: list[Path], fmt: str | None = None) -> pd.DataFrame:
             elif kind == "parquet":
                 df = pd.read_parquet(p)
             else:
-                df = pd.read_json(p, lines=True)
+                df = pd.read_json(p, lines=True, encoding="utf-8-sig")  # CSV strips a BOM itself
         except (ValueError, OSError, ImportError, pd.errors.ParserError) as e:
             raise EventImportError(f"{p}: not readable as {kind} ({str(e).splitlines()[0]})") from e
         frames.append(df.assign(_file=str(p), _row=np.arange(1, len(df) + 1)))

@@ -143,6 +143,22 @@ def test_rate_processes(tmp_path: Path) -> None:
     np.testing.assert_array_equal(r, rates(sc))  # deterministic by seed
 
 
+def test_a_rate_trace_saved_by_a_spreadsheet_reads_as_the_plain_file(tmp_path: Path) -> None:
+    """A spreadsheet's "CSV UTF-8" starts with a byte-order mark and ends lines with CRLF: its
+    header read as '\ufefft_s,rate' and the trace was refused; text that is not UTF-8 is
+    named as such, with the file."""
+    from core.rates import read_rate_trace
+
+    plain, sheet, latin = tmp_path / "plain.csv", tmp_path / "sheet.csv", tmp_path / "latin.csv"
+    plain.write_text("t_s,rate\n0,10\n10,30\n")
+    sheet.write_bytes(b"\xef\xbb\xbft_s,rate\r\n0,10\r\n10,30\r\n")
+    latin.write_bytes(b"t_s,rate\n0,10\n10,30 \xe9\n")
+    for got, want in zip(read_rate_trace(sheet), read_rate_trace(plain), strict=True):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match=r"latin.csv: not UTF-8 text \(invalid continuation"):
+        read_rate_trace(latin)
+
+
 def test_hot_key_shift_rotates_the_hot_set() -> None:
     from core.keyspace import KeySpec
 

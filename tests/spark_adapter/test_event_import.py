@@ -321,7 +321,9 @@ def test_a_plot_named_without_a_suffix_is_the_png_it_says(tmp_path: Path) -> Non
 
 def test_compressed_csv_and_json_lines_import_as_their_plain_files(tmp_path: Path) -> None:
     """``events.csv.gz`` was refused ("cannot tell the format from the name"), though pandas
-    reads it; a compressed Parquet file, or a zstd one (a package not installed), is named."""
+    reads it; a compressed Parquet file, or a zstd one (a package not installed), is named.
+    JSON lines saved with a byte-order mark (as Windows tools write UTF-8) were "not readable
+    as jsonl"; a CSV's mark pandas strips itself."""
     import bz2
     import gzip
 
@@ -331,6 +333,8 @@ def test_compressed_csv_and_json_lines_import_as_their_plain_files(tmp_path: Pat
     files = {
         "ev.csv.gz": gzip.compress(SAMPLE.read_bytes()),
         "ev.JSONL.bz2": bz2.compress(jsonl.read_bytes()),
+        "bom.jsonl": b"\xef\xbb\xbf" + jsonl.read_bytes(),
+        "bom.csv": b"\xef\xbb\xbf" + SAMPLE.read_bytes(),
     }
     want = InputLog(tmp_path / "want")
     import_events([SAMPLE], want, "s", 1.0, key_col="user", value_col="bytes")
