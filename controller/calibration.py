@@ -32,6 +32,7 @@ from core.batch_model import BatchModel, Warmup
 from core.files import read_text
 from core.model_base import STRICT, TrimtabModel
 from core.workload import rates
+from core.yaml_text import load_yaml, yaml_problem
 from spark_adapter.batchstats import BatchStats, read_batch_stats
 
 __all__ = [
@@ -266,11 +267,11 @@ def load_overlay(path: Path) -> CalibrationOverlay:
         text, problem = read_text(path)
         if problem is not None:
             raise ValueError(f"{path}: {problem}")
-        doc = yaml.safe_load(text or "")
+        doc = load_yaml(text or "")
     except OSError as e:
         raise ValueError(f"{path}: {(e.strerror or str(e)).lower()}") from None
     except yaml.YAMLError as e:
-        raise ValueError(f"{path}: not YAML ({str(e).splitlines()[0]})") from None
+        raise ValueError(f"{path}: not YAML ({yaml_problem(e)})") from None
     try:
         return CalibrationOverlay.model_validate(doc)
     except ValidationError as e:

@@ -39,7 +39,8 @@ from controller.settings import (
 )
 from core.files import read_text
 from core.model_base import NoBooleanNumbers, TrimtabModel
-from core.scenario import MAX_KEY_GROUPS, format_validation_error, yaml_problem
+from core.scenario import MAX_KEY_GROUPS, format_validation_error
+from core.yaml_text import load_yaml, yaml_problem
 
 __all__ = [
     "ConfigError",
@@ -333,7 +334,7 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
         if problem is not None:
             raise ConfigError(src, [problem])
         try:
-            raw = yaml.safe_load(text or "")
+            raw = load_yaml(text or "")
         except yaml.YAMLError as e:
             raise ConfigError(src, [f"not valid YAML: {yaml_problem(e)}"]) from None
         if raw is not None and not isinstance(raw, dict):

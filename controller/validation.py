@@ -27,6 +27,7 @@ from controller.scenario import ScenarioFile, load_scenario
 from core.files import read_text
 from core.plans import Plan
 from core.scenario import format_validation_error
+from core.yaml_text import load_yaml
 
 __all__ = [
     "epoch_problem",
@@ -78,7 +79,7 @@ def other_kind(path: Path, want: str) -> str | None:
     as one line's problem; None when it may be one (its own loader then names the fields)."""
     text, _ = read_text(path)  # checked first: a device (/dev/zero) would be read forever
     try:
-        data = yaml.safe_load(text) if text is not None else None
+        data = load_yaml(text) if text is not None else None
     except yaml.YAMLError:
         return None
     kind = file_kind(data)
@@ -258,7 +259,7 @@ def validate_file(path: Path, scenario: Path | None = None) -> str:
     if problem is not None:
         raise ConfigError(str(path), [problem])
     try:
-        data = yaml.safe_load(text) if text is not None else None
+        data = load_yaml(text) if text is not None else None
     except yaml.YAMLError:
         data = None  # the scenario loader reports the YAML error with its position
     kind = file_kind(data)

@@ -28,6 +28,7 @@ from core.rates import (
     read_rate_trace,
 )
 from core.topology import OperatorSpec, QueryNetwork, TopologyError
+from core.yaml_text import load_yaml, yaml_problem
 
 __all__ = [
     "MAX_KEY_GROUPS",
@@ -386,27 +387,6 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> 
 M = TypeVar("M", bound=Scenario)
 
 
-def yaml_problem(e: yaml.YAMLError) -> str:
-    r"""A YAML error in one line, with its line and column (1-based).
-
-    Examples
-    --------
-    >>> try:
-    ...     yaml.safe_load("a: [1, 2\nb: 3\n")
-    ... except yaml.YAMLError as e:
-    ...     print(yaml_problem(e))
-    line 2, column 2: while parsing a flow sequence, expected ',' or ']', but got ':'
-    """
-    mark = getattr(e, "problem_mark", None)
-    what = (
-        ", ".join(x for x in (getattr(e, "context", None), getattr(e, "problem", None)) if x)
-        or str(e).splitlines()[0]
-    )
-    if mark is None:
-        return what
-    return f"line {mark.line + 1}, column {mark.column + 1}: {what}"
-
-
 def load_model(path: str | Path, model: type[M], overrides: dict[str, Any] | None = None) -> M:
     """Read and validate a scenario file (YAML or JSON) as ``model``.
 
@@ -420,7 +400,7 @@ def load_model(path: str | Path, model: type[M], overrides: dict[str, Any] | Non
     if problem is not None:
         raise ScenarioError(str(p), [problem])
     try:
-        data = yaml.safe_load(text or "")
+        data = load_yaml(text or "")
     except yaml.YAMLError as e:
         raise ScenarioError(str(p), [f"not valid YAML: {yaml_problem(e)}"]) from None
     if not isinstance(data, dict):

@@ -83,6 +83,10 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
     (tmp / "events.csv").write_text("ts,key\n0,1\nx,2\ny,3\n")
     (tmp / "span.csv").write_text("ts,key\n0,1\n3000000000,2\n")  # a row 95 years on
     good = str(BASE)
+    # a key given twice: YAML kept the later without a word (a second controller: block)
+    (tmp / "dup-scenario.yaml").write_text(BASE.read_text() + "name: again\n")
+    (tmp / "dup-config.yaml").write_text("metrics: {port: 1}\nmetrics:\n  port: 99999\n")
+    (tmp / "dup-overlay.yaml").write_text("calibration: {scenario: a}\ncalibration: {}\n")
     from controller.scenario import load_scenario
     from controller.wiring import make_context
     from core.plans import Placement, Plan
@@ -215,6 +219,30 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
         ("scenario missing", ["validate", str(tmp / "nope.yaml")], 2, "nope.yaml"),
         ("yaml syntax", ["validate", str(tmp / "broken.yaml")], 2, "line"),
         ("binary validate", ["validate", str(tmp / "binary.yaml")], 2, "not a UTF-8 text file"),
+        (
+            "scenario key twice",
+            ["replay", str(tmp / "dup-scenario.yaml")],
+            2,
+            "dup-scenario.yaml: not valid YAML: line ",
+        ),
+        (
+            "scenario key twice, validate",
+            ["validate", str(tmp / "dup-scenario.yaml")],
+            2,
+            "the key 'name' is given twice in one mapping (first on line 2)",
+        ),
+        (
+            "config key twice",
+            ["run", "--config", str(tmp / "dup-config.yaml")],
+            2,
+            "line 2, column 1: the key 'metrics' is given twice in one mapping (first on line 1)",
+        ),
+        (
+            "overlay key twice",
+            ["replay", good, "--calibration", str(tmp / "dup-overlay.yaml")],
+            2,
+            "the key 'calibration' is given twice in one mapping (first on line 1)",
+        ),
         ("binary replay", ["replay", str(tmp / "binary.yaml")], 2, "not a UTF-8 text file"),
         (
             "binary config",
