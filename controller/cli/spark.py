@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -195,6 +195,16 @@ DRIVER_KEYS = (  # what pipeline run prints of the driver's result
 )
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are all different (JSON keeps the later of two silently)."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"{k!r} is given twice; the later would silently replace the earlier")
+        out[k] = v
+    return out
+
+
 @app.command("publish-operator")
 def publish_operator_cmd(
     op: Annotated[str, typer.Argument(help="the operator's id in the scenario (a filter)")],
@@ -214,9 +224,11 @@ def publish_operator_cmd(
     from spark_adapter.query import compile_query, with_operator_params
 
     try:
-        new = json.loads(params)
+        new = json.loads(params, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as e:
         fail(f"--params: not JSON ({e.msg})")
+    except ValueError as e:
+        fail(f"--params: {e}")
     if not isinstance(new, dict) or not new:
         fail("--params: give a JSON object of parameters, e.g. '{\"value\": 50}'")
     try:

@@ -56,6 +56,7 @@ def test_a_filter_change_is_the_next_plan_version(work: Path) -> None:
         ("filter_v", '{"size": 3}', ["operators.filter_v.params.size"]),
         ("filter_v", "{value: 1}", ["--params", "not JSON"]),
         ("filter_v", "[1]", ["--params", "JSON object"]),
+        ("filter_v", '{"value": 1, "value": 2}', ["--params: 'value' is given twice"]),
     ],
 )
 def test_what_cannot_apply_is_refused_and_nothing_is_published(
