@@ -96,8 +96,8 @@ class QueryNetwork:
     _order: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if len(set(self.streams)) != len(self.streams):
-            raise TopologyError("streams: duplicate stream id")
+        if again := sorted({s for s in self.streams if self.streams.count(s) > 1}):
+            raise TopologyError(f"streams: duplicate stream id {again[0]!r}")
         ids = [o.id for o in self.operators]
         dup = {i for i in ids if ids.count(i) > 1}
         if dup:

@@ -54,3 +54,8 @@ def test_units_expand_key_groups_and_edges() -> None:
 def test_invalid_networks(ops: tuple[OperatorSpec, ...], msg: str) -> None:
     with pytest.raises(TopologyError, match=msg):
         QueryNetwork(("s",), ops)
+
+
+def test_a_stream_given_twice_is_named() -> None:
+    with pytest.raises(TopologyError, match="streams: duplicate stream id 't'"):
+        QueryNetwork(("s", "t", "t"), (op("a", ("s",), 1),))
