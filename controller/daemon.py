@@ -3,7 +3,7 @@
 ``Daemon.tick()`` is one control round and is callable directly (tests call it without a
 scheduler). ``Daemon.run()`` schedules it every ``control.interval_s`` with one instance at a
 time, missed runs coalesced and a misfire grace of about one interval; missed and skipped
-runs are counted. SIGTERM and SIGINT stop it after the current round (exit 0). With
+runs are counted. SIGTERM, SIGINT and SIGHUP (``core.stopping``) stop it after the current round (exit 0). With
 ``control.on_batch`` (spark-external) the daemon also watches the pipeline's batch files and
 brings the round forward when a new one lands (a plan made from batch b reaches b + 1, not
 b + 2). A pipeline not the configured one (``PipelineMismatch``) gets no decision until fixed;
@@ -46,6 +46,7 @@ from core import loadstats
 from core.cluster import NodeStatus
 from core.lease import StaleEpochError
 from core.plans import Plan
+from core.stopping import stop_on_signals
 from spark_adapter.external import PipelineEnded, PipelineMismatch
 
 __all__ = ["Daemon"]
@@ -355,10 +356,7 @@ class Daemon:
                 extra={"fields": {"host": self.settings.metrics.host, "port": port}},
             )
         sched = self._scheduler()
-        old = {
-            s: signal.signal(s, lambda *_: self.stop_event.set())
-            for s in (signal.SIGTERM, signal.SIGINT)
-        }
+        old = stop_on_signals(self.stop_event.set)
         sched.start()
         self._write_status()
         beat = self.lead.heartbeat_s

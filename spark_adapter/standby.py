@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from core.lease import Lease, read_lease
+from core.stopping import stop_on_signals
 from spark_adapter.active_standby import follow, handover, publish, shadow_dir
 from spark_adapter.actuator import pipeline_ended
 from spark_adapter.batchstats import end_to_end
@@ -103,7 +104,7 @@ def run_driver(
     (restoring snapshots and refolding) while it waits, so a takeover has little left to do.
     Without ``trigger_s`` the driver processes the segments present and closes every window;
     with it, it follows the log live, a micro-batch every ``trigger_s`` seconds, until the log
-    is closed (then it closes the windows) or SIGTERM/SIGINT (then it drains what has arrived
+    is closed (then it closes the windows) or SIGTERM/SIGINT/SIGHUP (then it drains what has arrived
     and stops with the windows open, for the next driver to restore). ``options`` are the
     fields of ``DriverOptions``.
     """
@@ -344,8 +345,7 @@ def _run(pipe: Any, trigger_s: float | None) -> bool:
     else:
         halt = threading.Event()
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, lambda *_: halt.set())
+            stop_on_signals(halt.set)
         ended = _await_plan(pipe, halt) and pipe.run_stream(trigger_s, halt)
     if ended:
         pipe.flush()

@@ -37,7 +37,7 @@ def run_cmd(
         ),
     ] = False,
 ) -> None:
-    """Run the controller daemon until SIGTERM/SIGINT: decisions to SQLite, metrics on 127.0.0.1.
+    """Run the controller daemon until SIGTERM/SIGINT/SIGHUP: decisions to SQLite, metrics on 127.0.0.1.
 
     Example: trimtab run --config examples/controller.yaml
     """

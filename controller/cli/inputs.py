@@ -4,7 +4,6 @@ own events, profile them."""
 from __future__ import annotations
 
 import shutil
-import signal
 import sys
 import threading
 from pathlib import Path
@@ -24,6 +23,7 @@ from controller.cli.common import (
     writable_dir,
 )
 from controller.cli.resources import check_segments
+from core.stopping import stop_on_signals
 
 if TYPE_CHECKING:
     from spark_adapter.event_import import ImportReport
@@ -85,8 +85,7 @@ def input_generate(
     shift = log.shift()
     halt = threading.Event()
     if pace_s is not None:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: halt.set())
+        stop_on_signals(halt.set)
     rows = log.generate(sc, n, scale=scale, start=start, pace_s=pace_s, stop=halt, lead_s=lead_s)
     if close:
         log.close()

@@ -273,3 +273,30 @@ def test_pipeline_verify_with_another_pipelines_scenario_says_so(tmp_path: Path)
         f"error: {other}: its keyed operator has 16 key groups, but the pipeline in {w} "
         f"({w / 'metrics' / 'batch-00000000.json'}) has 8\n"
     )
+
+
+def test_sighup_stops_a_live_writer_cleanly(tmp_path: Path) -> None:
+    """A live writer run in a terminal gets SIGHUP when the terminal closes: it died by the
+    signal, without its summary. It stops as on SIGTERM, after a whole segment."""
+    import json
+    import signal
+    import time
+
+    from spark_adapter.source import InputLog
+
+    argv = ["input", "generate", str(SCENARIOS / "seed-groupby-window.yaml")]
+    argv += ["--workdir", str(tmp_path), "--scale", "0.05", "--pace-s", "0.2"]
+    p = subprocess.Popen([EXE, *argv], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(InputLog(tmp_path / "input").segments()) < 2:
+            assert time.monotonic() < deadline and p.poll() is None, "no segment written"
+            time.sleep(0.1)
+        p.send_signal(signal.SIGHUP)
+        out, _ = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0
+    written = json.loads(out)["segments"]
+    assert 2 <= written == len(InputLog(tmp_path / "input").segments()), out

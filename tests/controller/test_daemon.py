@@ -1160,3 +1160,43 @@ def test_a_port_a_stopped_daemon_was_scraped_on_is_free_to_restart_on(tmp_path: 
     rows = [ln.split() for ln in Path("/proc/net/tcp").read_text().splitlines()[1:]]
     assert any(r[1].endswith(f":{port:04X}") and r[3] == "06" for r in rows)
     assert port_problem(settings) is None
+
+
+def test_sighup_stops_the_daemon_cleanly_and_lets_the_lease_go(tmp_path: Path) -> None:
+    """A daemon run in a terminal gets SIGHUP when the terminal closes. It died by the signal:
+    no "stopped" line, the status left "running" and the lease held until it ran out, so a
+    standby waited for it. It stops as on SIGTERM."""
+    from controller.decisionlog import lease_file
+    from core.lease import read_lease
+
+    f = tmp_path / "c.yaml"
+    f.write_text(
+        yaml.safe_dump(
+            {
+                "control": {"interval_s": 0.2},
+                "substrate": {"kind": "sim", "scenario": str(SCENARIOS / "zipf-moderate.yaml")},
+                "metrics": {"enabled": False},
+                "decision_log": str(tmp_path / "d.sqlite"),
+                "state_dir": str(tmp_path / "st"),
+            }
+        )
+    )
+    p = subprocess.Popen(
+        [EXE, "run", "--config", str(f)], cwd=ROOT, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        st = tmp_path / "st" / "status.json"
+        deadline = time.monotonic() + 60
+        while not (st.exists() and json.loads(st.read_text()).get("last_round")):
+            assert time.monotonic() < deadline and p.poll() is None, "no round ran"
+            time.sleep(0.2)
+        p.send_signal(signal.SIGHUP)
+        _out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGKILL)
+    assert p.returncode == 0, err
+    assert '"event": "stopped"' in err, err[-2000:]
+    assert json.loads(st.read_text())["stopped"] is True
+    lease = read_lease(lease_file(tmp_path / "d.sqlite"))
+    assert lease is not None and lease.expires < time.time(), lease
