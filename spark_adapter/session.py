@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LOOPBACK",
     "MASTERS",
+    "MasterRefused",
     "SLOWDOWN_KEY",
     "TEST_CONF",
     "jvm_log_level",
@@ -138,10 +139,33 @@ def make_session(
             if standalone:
                 _wait_for_executors(session, master)
             stop_if_asked("interrupted while Spark was starting; nothing ran")
+        except Exception as e:
+            given_up = standalone and context._jsc.sc().isStopped()
+            context.stop()
+            if given_up:  # the application client gave up on the master: a Py4J error said so
+                raise MasterRefused(master) from e
+            raise
         except BaseException:
             context.stop()
             raise
     return session
+
+
+class MasterRefused(RuntimeError):
+    """A standalone master that never took the application: Spark's client retries for about
+    a minute, then stops the context, and creating the session fails with "Cannot call
+    methods on a stopped SparkContext". Something listens at the address, but it is not a
+    Spark master's RPC port (a web UI's port, say). Exit 3, as for an environment not ready."""
+
+    exit_code = 3
+
+    def __init__(self, master: str) -> None:
+        super().__init__(
+            f"environment not ready: --master: {master} did not take the application "
+            "(Spark's client gave up after about a minute): something listens there, but not "
+            "a Spark master's RPC port (7077 by default; `trimtab cluster status` prints the "
+            "URL, and a master's web UI shows it at its top)"
+        )
 
 
 def _wait_for_executors(session: SparkSession, master: str, timeout_s: float = 60.0) -> None:

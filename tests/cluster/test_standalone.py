@@ -72,3 +72,35 @@ def test_replay_on_a_standalone_cluster(tmp_path: Path) -> None:
     assert down.returncode == 0, down.stderr
     gone = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
     assert not gone, f"still running: {gone}"
+
+
+def test_a_master_url_at_a_port_that_is_not_a_masters_is_one_line(tmp_path: Path) -> None:
+    """A spark:// URL whose port something else listens on (a master's web UI, say): Spark's
+    client retried for a minute, then the run ended in a Py4J error about a stopped
+    SparkContext (exit 1), which says nothing of the URL. It is named, exit 3."""
+    import http.server
+    import threading
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    master = f"spark://127.0.0.1:{server.server_address[1]}"
+    try:
+        r = _trimtab(
+            "replay",
+            str(SCENARIOS / "seed-groupby-window.yaml"),
+            "--substrate",
+            "spark",
+            "--batches",
+            "2",
+            "--workdir",
+            str(tmp_path / "w"),
+            "--master",
+            master,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    last = r.stderr.strip().splitlines()[-1]
+    assert r.returncode == 3, r.stderr[-2000:]
+    assert last.startswith(f"error: environment not ready: --master: {master} did not take")
+    assert "Traceback" not in r.stderr
