@@ -21,9 +21,9 @@ if TYPE_CHECKING:
 __all__ = [
     "LOOPBACK",
     "MASTERS",
-    "MasterRefused",
     "SLOWDOWN_KEY",
     "TEST_CONF",
+    "MasterRefused",
     "jvm_log_level",
     "make_session",
     "master_problem",
