@@ -111,6 +111,9 @@ def read_events(paths: list[Path], fmt: str | None = None) -> pd.DataFrame:
     seen: dict[Path, Path] = {}
     for p in paths:
         if (problem := file_problem(p, named=False)) is not None:
+            if p.is_dir():  # a dataset written as a directory of part files, say
+                some = sorted(x.name for x in p.iterdir() if x.is_file())[:1]
+                problem += f": give the event files in it ({p / some[0]} ...)" if some else ""
             raise EventImportError(f"{p}: {problem}")
         if (first := seen.setdefault(p.resolve(), p)) is not p:
             same = "named twice" if first == p else f"the same file as {first}"

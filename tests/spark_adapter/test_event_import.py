@@ -394,3 +394,17 @@ def test_an_import_without_a_value_column_says_what_it_left_out(tmp_path: Path) 
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0 and json.loads(r.stdout)["unused_columns"] == [], r.stderr
     assert "note:" not in r.stderr
+
+
+def test_a_directory_of_event_files_is_refused_naming_a_file_in_it(tmp_path: Path) -> None:
+    """A dataset written as a directory of part files: "a directory, not a file" said
+    nothing of what to give instead."""
+    parts = tmp_path / "events"
+    parts.mkdir()
+    (parts / "part-0001.csv").write_bytes(SAMPLE.read_bytes())
+    with pytest.raises(
+        EventImportError,
+        match=r"events: a directory, not a file: give the event files in it \(.*part-0001.csv",
+    ):
+        import_events([parts], InputLog(tmp_path / "no"), "s", 1.0, key_col="user")
+    assert not InputLog(tmp_path / "no").segments()
