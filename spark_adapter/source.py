@@ -420,6 +420,8 @@ def silence_stream(root: Path, stream: str | None, seconds: float) -> dict[str, 
             "`trimtab input generate --pace-s` (a replay's log is written before it runs)"
         )
     streams = log.streams()
+    if stream is None:
+        raise ValueError(f"silence-stream: name the stream to hold back ({', '.join(streams)})")
     if stream not in streams:
         raise ValueError(
             f"stream: {stream!r} is not one of the log's streams ({', '.join(streams)})"

@@ -107,6 +107,10 @@ def test_a_stream_can_be_silenced_after_the_driver_trimmed_every_segment(tmp_pat
         assert held["silenced"] == "S" and Path(held["hold"]).exists()
         with pytest.raises(ValueError, match=r"'X' is not one of the log's streams \(S, T\)"):
             silence_stream(log.root, "X", 5.0)
+        with pytest.raises(
+            ValueError, match=r"^silence-stream: name the stream to hold back \(S, T\)$"
+        ):
+            silence_stream(log.root, None, 5.0)  # said "stream: None is not one of ..."
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match="no input log"):
         silence_stream(tmp_path / "empty", "S", 5.0)
