@@ -188,6 +188,28 @@ def note_idle_partitions(sc: ScenarioFile, partitions: int) -> None:
         )
 
 
+def note_node_faults(sc: ScenarioFile, batches: int | None) -> None:
+    """Say on stderr which of the scenario's faults a Spark replay of ``batches`` batches
+    (None: an imported log, of unknown span) will not inject: node faults are the simulator's
+    (a node on Spark is a partition); a stream's ``partition`` fault is replayed."""
+    span = math.inf if batches is None else batches * sc.tick_s
+    skipped = [f for f in sc.faults if f.stream is None and f.at_s < span]
+    if skipped:
+        said = ", ".join(f"{f.kind} {f.node} at {f.at_s:g} s" for f in skipped)
+        print(
+            f"note: a Spark replay does not inject the scenario's node faults ({said}): the "
+            "simulator models them; `trimtab inject` faults a running replay's executors "
+            "(local-cluster or a standalone master). A stream's partition fault is replayed",
+            file=sys.stderr,
+        )
+
+
+def spark_replay_notes(sc: ScenarioFile, partitions: int, batches: int | None) -> None:
+    """The notes before a Spark replay: idle partitions, faults it will not inject."""
+    note_idle_partitions(sc, partitions)
+    note_node_faults(sc, batches)
+
+
 def out_file(path: Path, flag: str) -> None:
     """Exit 2 naming ``flag`` unless ``path`` can be written as a file: not a directory, in a
     directory that exists and is writable. Checked before the work that fills it."""

@@ -18,9 +18,9 @@ from controller.cli.common import (
     given,
     load,
     names,
-    note_idle_partitions,
     print_json,
     progress,
+    spark_replay_notes,
     writable_dir,
 )
 from controller.cli.resources import check_spark_run
@@ -157,7 +157,7 @@ def _replay_spark_cli(
 ) -> Any:
     """A Spark replay with a progress bar (batches done of total, rate, time left) on a
     terminal."""
-    note_idle_partitions(sc, partitions)
+    spark_replay_notes(sc, partitions, None if kw.get("input_dir") else kw.get("batches"))
     kw["partitions"] = partitions
     prog = progress(show_progress)
     if prog is None:

@@ -293,3 +293,28 @@ def test_a_refused_run_makes_no_report_directory_and_spark_is_not_started(tmp_pa
             f"error: {sc}: operators.count_k.window: a keyed operator needs a window on Spark\n"
         )  # one line: no Spark session's start-up lines before it
     assert not (tmp_path / "w").exists()
+
+
+def test_a_spark_replay_says_which_scenario_faults_it_will_not_inject(capsys) -> None:  # type: ignore[no-untyped-def]
+    """failure-storm on Spark ran with no fault and said nothing: node faults are the
+    simulator's. Those within the replayed batches are named; a stream's partition fault,
+    which the replay does inject, is not."""
+    from controller.cli.common import note_node_faults
+    from controller.scenario import load_scenario
+
+    storm = load_scenario(SCENARIOS / "failure-storm.yaml")
+    note_node_faults(storm, 4)  # 4 s: before the first fault
+    assert capsys.readouterr().err == ""
+    note_node_faults(storm, 150)
+    err = capsys.readouterr().err
+    assert err.startswith("note: a Spark replay does not inject the scenario's node faults")
+    assert "(kill n1 at 100 s)" in err and "slow" not in err  # the slow one is at 200 s
+    note_node_faults(storm, None)  # an imported log: every node fault
+    assert "kill n1 at 100 s, slow n2 at 200 s" in capsys.readouterr().err
+    note_node_faults(load_scenario(SCENARIOS / "spark-silent-input.yaml"), None)
+    assert capsys.readouterr().err == ""
+    # and `replay --substrate spark` says it before the run
+    import controller.cli.replays as rp
+
+    rp._replay_spark_cli(lambda sc, **kw: None, False, storm, batches=150)
+    assert "(kill n1 at 100 s)" in capsys.readouterr().err
