@@ -204,6 +204,24 @@ def note_node_faults(sc: ScenarioFile, batches: int | None) -> None:
         )
 
 
+def check_ha_options(
+    sc: ScenarioFile, placement: str | None, places: list[str], shedding: str | None
+) -> None:
+    """``compare --ha`` runs every policy on one placement, with the scenario's shedding; on
+    a scenario without faults the policies differ only in their overhead, and it says so."""
+    if shedding is not None:
+        fail("--shedding: not with --ha (the policies run with the scenario's shedding)")
+    if placement is not None and len(places) > 1:
+        fail(f"--placement: with --ha, one method (got {len(places)}: {placement})")
+    if not sc.faults:
+        print(
+            f"note: {sc.name} has no fault: the policies differ only in their runtime "
+            "overhead (scenarios/failure-storm.yaml has node faults, spark-silent-input.yaml a "
+            "silent input)",
+            file=sys.stderr,
+        )
+
+
 def spark_replay_notes(sc: ScenarioFile, partitions: int, batches: int | None) -> None:
     """The notes before a Spark replay: idle partitions, faults it will not inject."""
     note_idle_partitions(sc, partitions)

@@ -11,6 +11,7 @@ import typer
 from controller.cli.common import (
     PartitionsOpt,
     app,
+    check_ha_options,
     check_input_log,
     err,
     fail,
@@ -317,14 +318,6 @@ def _finish(res: Any, report: Path | None, json_out: bool, sc: ScenarioFile) -> 
         err.print(f"expectations met: {', '.join(c['expectation'] for c in checks)}")
 
 
-def _check_ha_options(placement: str | None, places: list[str], shedding: str | None) -> None:
-    """``compare --ha`` runs every policy on one placement, with the scenario's shedding."""
-    if shedding is not None:
-        fail("--shedding: not with --ha (the policies run with the scenario's shedding)")
-    if placement is not None and len(places) > 1:
-        fail(f"--placement: with --ha, one method (got {len(places)}: {placement})")
-
-
 @app.command("compare")
 def compare_cmd(
     scenario: Annotated[Path, typer.Argument(help="scenario file (YAML)")],
@@ -360,7 +353,7 @@ def compare_cmd(
     sc = load(scenario)
     places = names(placement or "llf,correlation-oneway", "--placement")
     if ha is not None:
-        _check_ha_options(placement, places, shedding)
+        check_ha_options(sc, placement, places, shedding)
     try:
         if ha is not None:
             rows = compare_ha(sc, names(ha, "--ha"), seeds, placement and places[0])

@@ -70,6 +70,7 @@ def test_compare_ha_cli_json() -> None:
     )
     out = json.loads(r.stdout)
     assert [x["ha"] for x in out] == ["upstream", "passive", "active", "none"]
+    assert "note:" not in r.stderr  # it has faults
     for x in out:
         for k in (
             "runtime_overhead",
@@ -125,3 +126,17 @@ def test_upstream_overhead_is_the_acknowledgement_work_of_the_tuples_carried() -
     assert overhead(0.0) == 0.0
     # operators twice as costly per tuple carry half the tuples per unit of work
     assert overhead(1.0, cost_factor=2.0) == pytest.approx(base / 2, rel=1e-6)
+
+
+def test_compare_ha_on_a_scenario_without_faults_says_so() -> None:
+    """Every policy then recovers nothing: identical rows but the overhead, which read as a
+    comparison."""
+    from typer.testing import CliRunner
+
+    from controller.cli import app
+
+    args = ["compare", str(SCENARIOS / "seed-shedding-2node.yaml"), "--ha", "upstream,none"]
+    r = CliRunner().invoke(app, [*args, "--json"])
+    assert r.exit_code == 0, r.output
+    assert r.stderr.startswith("note: seed-shedding-2node has no fault: the policies differ")
+    assert [x["recovery_time_max"] for x in json.loads(r.stdout)] == [0, 0]
