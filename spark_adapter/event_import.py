@@ -336,11 +336,20 @@ def _check_span(ts: np.ndarray, ts_col: str, speedup: float, tick_s: float) -> N
     ...
     spark_adapter.event_import.EventImportError: ts: the events span 5e+09 s (from 0 to 5e+09): 5e+09 ticks of 1 s, more than the 2,147,483,648 an input log holds; is the column in seconds (milliseconds: --speedup 1000), or is a row's time wrong?
     >>> _check_span(np.array([0.0, 5e9]), "ts", 1000.0, 1.0)
+    >>> _check_span(np.array([0.0, 14.0]), "ts", 1e-300, 1.0)
+    Traceback (most recent call last):
+    ...
+    spark_adapter.event_import.EventImportError: --speedup: 1e-300 stretches the events' 14 s to 1.4e+301 ticks of 1 s, more than the 2,147,483,648 an input log holds
     """
     if not len(ts):
         return
     span = float(ts[-1] - ts[0])
     ticks = span / speedup / tick_s
+    if ticks >= MAX_SEGMENTS - 1 and speedup < 1 and span / tick_s < MAX_SEGMENTS - 1:
+        raise EventImportError(  # the events fit at event time: the slow-down does not
+            f"--speedup: {speedup:g} stretches the events' {span:.4g} s to {ticks:.4g} ticks "
+            f"of {tick_s:g} s, more than the {MAX_SEGMENTS:,} an input log holds"
+        )
     if ticks >= MAX_SEGMENTS - 1:
         raise EventImportError(
             f"{ts_col}: the events span {span:.4g} s (from {ts[0]:.6g} to {ts[-1]:.6g}): "
