@@ -222,8 +222,8 @@ def scenario_problems(settings: Settings) -> list[str]:
         return []
     try:
         sc = load_scenario(settings.substrate.scenario)
-    except ValueError:  # the scenario's own problem: named on its own
-        return []
+    except ValueError as e:  # `validate CONFIG` said ok, and `run` then refused it
+        return [f"substrate.scenario: {e}"]
     mine, given = settings.placement, settings.placement.model_fields_set
     base = sc.controller.placement
     params = mine.params if "params" in given else {}

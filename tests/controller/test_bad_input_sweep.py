@@ -231,6 +231,20 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "the key 'name' is given twice in one mapping (first on line 2)",
         ),
+        (  # validate said ok and run then refused it
+            "config whose scenario is invalid",
+            [
+                "validate",
+                cf(
+                    "c-dup",
+                    lambda d: d["substrate"].__setitem__(
+                        "scenario", str(tmp / "dup-scenario.yaml")
+                    ),
+                ),
+            ],
+            2,
+            "c-dup.yaml: substrate.scenario: ",
+        ),
         (
             "config key twice",
             ["run", "--config", str(tmp / "dup-config.yaml")],
