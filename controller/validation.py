@@ -249,6 +249,13 @@ def scenario_problems(settings: Settings) -> list[str]:
         make_policy(sc.model_copy(update={"controller": merged}))
     except ValueError as e:
         return [str(e)]
+    if (cal := settings.substrate.calibration) and Path(cal).is_file():
+        from controller.calibration import apply_overlay, load_overlay
+
+        try:  # as the daemon reads it: an overlay, of this scenario
+            apply_overlay(sc, load_overlay(Path(cal)))
+        except ValueError as e:
+            return [f"substrate.calibration: {e}"]
     return []
 
 

@@ -245,6 +245,23 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "c-dup.yaml: substrate.scenario: ",
         ),
+        (  # validate said ok and run then refused it
+            "config whose calibration is not an overlay",
+            [
+                "validate",
+                cf(
+                    "c-cal",
+                    lambda d: d["substrate"].update(
+                        kind="spark-external",
+                        scenario=str(GW),
+                        workdir=str(tmp / "no-work"),
+                        calibration=str(tmp / "dup-overlay.yaml"),
+                    ),
+                ),
+            ],
+            2,
+            "c-cal.yaml: substrate.calibration: ",
+        ),
         (
             "config key twice",
             ["run", "--config", str(tmp / "dup-config.yaml")],
