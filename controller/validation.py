@@ -150,15 +150,21 @@ def pipeline_problems(settings: Settings) -> list[str]:
     scenario's key groups or streams, other partitions) or a pipeline that has ended, one
     line; reads only."""
     sub = settings.substrate
-    if sub.kind != "spark-external" or not sub.workdir or not Path(sub.scenario).is_file():
+    if sub.kind != "spark-external" or not Path(sub.scenario).is_file():
         return []
+    if not sub.workdir:
+        return ["substrate.workdir: spark-external needs the pipeline's working directory"]
     from spark_adapter.external import ended_problem, workdir_mismatch
     from spark_adapter.query import compile_query
 
     try:
-        q = compile_query(load_scenario(sub.scenario))
-    except ValueError:  # the scenario's own problem: the daemon's start names it
+        sc = load_scenario(sub.scenario)
+    except ValueError:  # the scenario's own problem: scenario_problems names it
         return []
+    try:
+        q = compile_query(sc)
+    except ValueError as e:  # a query the pipeline cannot run: validate said ok
+        return [f"substrate.scenario: {sub.scenario}: {e}"]
     problem = workdir_mismatch(sub.workdir, list(q.sides), sub.partitions, q.key_groups)
     problem = problem or ended_problem(sub.workdir)
     return [problem] if problem else []

@@ -193,7 +193,10 @@ def make_daemon_wiring(
 
     if not sub.workdir:
         raise ValueError("substrate.workdir: spark-external needs the pipeline's working directory")
-    q = compile_query(sc)
+    try:
+        q = compile_query(sc)
+    except ValueError as e:  # the pipeline could not run it either
+        raise ValueError(f"substrate.scenario: {sub.scenario}: {e}") from None
     paths = list(q.sides)
     # a workdir whose batches are another pipeline's, or whose pipeline has ended: stop
     # before anything is written

@@ -262,6 +262,32 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "c-cal.yaml: substrate.calibration: ",
         ),
+        (  # validate said ok for both; run refused them
+            "spark-external config on a query Spark cannot run",
+            [
+                "validate",
+                cf(
+                    "c-q",
+                    lambda d: d["substrate"].update(
+                        kind="spark-external", workdir=str(tmp / "no-work")
+                    ),
+                ),
+            ],
+            2,
+            "c-q.yaml: substrate.scenario: ",
+        ),
+        (
+            "spark-external config without a workdir",
+            [
+                "validate",
+                cf(
+                    "c-w",
+                    lambda d: d["substrate"].update(kind="spark-external", scenario=str(GW)),
+                ),
+            ],
+            2,
+            "c-w.yaml: substrate.workdir: spark-external needs the pipeline's working directory",
+        ),
         (
             "config key twice",
             ["run", "--config", str(tmp / "dup-config.yaml")],
