@@ -206,6 +206,7 @@ def _calibrated(sc: ScenarioFile, path: Path, substrate: str) -> tuple[ScenarioF
     return (calibrated if substrate == "sim" else sc), overlay
 
 
+SHIPPED = Path(__file__).resolve().parents[2] / "scenarios"  # the repository's scenarios
 SPARK_ONLY = ("master", "batches", "partitioner", "partitions", "scale", "workdir")
 SPARK_ONLY += ("warmup_batches", "keep_workdir")
 
@@ -379,12 +380,16 @@ def compare_cmd(
         show(table(rows, SUMMARY_KEYS + adaptation_keys(rows), "placement"))
 
 
+DemoScenarioOpt = Annotated[
+    Path | None,
+    typer.Option(help="scenario to replay", show_default="scenarios/seed-groupby-window.yaml"),
+]
+
+
 @app.command()
 def demo(
     ctx: typer.Context,
-    scenario: Annotated[Path, typer.Option(help="scenario to replay")] = Path(
-        "scenarios/seed-groupby-window.yaml"
-    ),
+    scenario: DemoScenarioOpt = None,
     substrate: Annotated[str, typer.Option(help="spark (the main job) or sim")] = "spark",
     master: Annotated[str, typer.Option(help="Spark master")] = "local-cluster[2,1,1024]",
     batches: Annotated[int, typer.Option(min=2, help="micro-batches per run")] = 12,
@@ -399,7 +404,7 @@ def demo(
     """
     from controller.report import write_report
 
-    sc = load(scenario)
+    sc = load(scenario or SHIPPED / "seed-groupby-window.yaml")  # from any directory
     _check_substrate_flags(
         ctx, substrate, ("master", "batches", "scale", "partitioner", "placement")
     )

@@ -318,3 +318,13 @@ def test_a_spark_replay_says_which_scenario_faults_it_will_not_inject(capsys) ->
 
     rp._replay_spark_cli(lambda sc, **kw: None, False, storm, batches=150)
     assert "(kill n1 at 100 s)" in capsys.readouterr().err
+
+
+def test_the_demo_runs_from_any_directory(tmp_path: Path) -> None:
+    """Its default scenario was a path relative to the directory it ran in: from anywhere but
+    the repository, "scenarios/seed-groupby-window.yaml: file not found"."""
+    r = subprocess.run(
+        [EXE, "demo", "--substrate", "sim"], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "reports" / "demo" / "report.html").is_file()
