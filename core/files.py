@@ -28,7 +28,7 @@ def file_problem(path: Path, named: bool = True) -> str | None:
 def read_text(path: Path) -> tuple[str | None, str | None]:
     """The file's text and None, or None and why it is not a text file to read:
     ``file_problem`` (the caller names the path), or not UTF-8 (a binary given for a YAML
-    file). The file is read once.
+    file). UTF-16 with its byte-order mark reads too (``text_encoding``).
 
     >>> import tempfile
     >>> with tempfile.NamedTemporaryFile(suffix=".yaml") as f:
@@ -40,9 +40,28 @@ def read_text(path: Path) -> tuple[str | None, str | None]:
     if (problem := file_problem(path, named=False)) is not None:
         return None, problem
     try:
-        return path.read_text(), None
+        return path.read_text(encoding=(enc := text_encoding(path))), None
     except UnicodeDecodeError as e:
-        return None, f"not a UTF-8 text file (byte {e.start} is not UTF-8)"
+        kind = "UTF-16" if enc == "utf-16" else "UTF-8"
+        return None, f"not a {kind} text file (byte {e.start} is not {kind})"
+
+
+def text_encoding(path: Path) -> str:
+    """The encoding to read a text file written by another tool with: ``utf-16`` when it
+    starts with a UTF-16 byte-order mark (Windows PowerShell's ``>`` and "Unicode text"
+    exports), else ``utf-8-sig`` (UTF-8, a leading byte-order mark dropped, as a
+    spreadsheet's "CSV UTF-8" writes it).
+
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile() as f:
+    ...     _ = f.write("t_s,rate".encode("utf-16"))
+    ...     f.flush()
+    ...     text_encoding(Path(f.name))
+    'utf-16'
+    """
+    with path.open("rb") as f:
+        head = f.read(2)
+    return "utf-16" if head in (b"\xff\xfe", b"\xfe\xff") else "utf-8-sig"
 
 
 def connect_read_only(

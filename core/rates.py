@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from core.files import file_problem
+from core.files import file_problem, text_encoding
 from core.model_base import STRICT, TrimtabModel
 
 __all__ = [
@@ -105,10 +105,11 @@ def read_rate_trace(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """
     if (problem := file_problem(path)) is not None:
         raise ValueError(f"trace {problem}")
-    try:  # utf-8-sig: a spreadsheet's "CSV UTF-8" starts with a byte-order mark
-        lines = path.read_bytes().decode("utf-8-sig").splitlines()
+    try:  # a spreadsheet's or PowerShell's byte-order mark is not part of the header
+        lines = path.read_bytes().decode(enc := text_encoding(path)).splitlines()
     except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        kind = "UTF-16" if enc == "utf-16" else "UTF-8"
+        raise ValueError(f"{path}: not {kind} text ({e.reason} at byte {e.start})") from None
     header = [h.strip() for h in lines[0].split(",")] if lines else []
     if header != ["t_s", "rate"]:
         raise ValueError(f"{path}: the header must be t_s,rate (got {','.join(header) or 'none'})")

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from core.files import file_problem
+from core.files import file_problem, text_encoding
 from spark_adapter.source import SEGMENT_ID_BITS, InputLog, first_event_id
 
 __all__ = [
@@ -121,11 +121,11 @@ def read_events(paths: list[Path], fmt: str | None = None) -> pd.DataFrame:
         kind = event_format(p, fmt)
         try:
             if kind == "csv":
-                df = pd.read_csv(p)
+                df = pd.read_csv(p, encoding=text_encoding(p))
             elif kind == "parquet":
                 df = pd.read_parquet(p)
             else:
-                df = pd.read_json(p, lines=True, encoding="utf-8-sig")  # CSV strips a BOM itself
+                df = pd.read_json(p, lines=True, encoding=text_encoding(p))
         except (ValueError, OSError, ImportError, pd.errors.ParserError) as e:
             raise EventImportError(f"{p}: not readable as {kind} ({str(e).splitlines()[0]})") from e
         frames.append(df.assign(_file=str(p), _row=np.arange(1, len(df) + 1)))

@@ -96,6 +96,18 @@ def test_missing_and_unparsable_files(tmp_path: Path) -> None:
         load_scenario(bad)
 
 
+def test_a_scenario_saved_as_utf16_loads_as_the_plain_file(tmp_path: Path) -> None:
+    """Windows PowerShell's ``>`` writes UTF-16 with a byte-order mark: such a scenario was
+    "not a UTF-8 text file (byte 0 is not UTF-8)". It loads as the UTF-8 file, and a UTF-16
+    file that does not decode is named as UTF-16."""
+    plain = SCENARIOS / "overload-ramp.yaml"
+    (wide := tmp_path / "wide.yaml").write_bytes(plain.read_text().encode("utf-16"))
+    assert load_scenario(wide).model_dump() == load_scenario(plain).model_dump()
+    (broken := tmp_path / "broken.yaml").write_bytes(b"\xff\xfen\x00a")
+    with pytest.raises(ScenarioError, match=r"not a UTF-16 text file \(byte 4 is not UTF-16\)"):
+        load_scenario(broken)
+
+
 def test_cli_exits_nonzero_with_one_line(tmp_path: Path) -> None:
     exe = str(Path(sys.executable).parent / "trimtab")
     p = write(tmp_path, with_("cluster.nodes.0.capacity", -1))
@@ -145,16 +157,18 @@ def test_rate_processes(tmp_path: Path) -> None:
 
 def test_a_rate_trace_saved_by_a_spreadsheet_reads_as_the_plain_file(tmp_path: Path) -> None:
     """A spreadsheet's "CSV UTF-8" starts with a byte-order mark and ends lines with CRLF: its
-    header read as '\ufefft_s,rate' and the trace was refused; text that is not UTF-8 is
-    named as such, with the file."""
+    header read as '\ufefft_s,rate' and the trace was refused; so was UTF-16 (PowerShell's
+    ``>``). Text that is not UTF-8 is named as such, with the file."""
     from core.rates import read_rate_trace
 
     plain, sheet, latin = tmp_path / "plain.csv", tmp_path / "sheet.csv", tmp_path / "latin.csv"
     plain.write_text("t_s,rate\n0,10\n10,30\n")
     sheet.write_bytes(b"\xef\xbb\xbft_s,rate\r\n0,10\r\n10,30\r\n")
     latin.write_bytes(b"t_s,rate\n0,10\n10,30 \xe9\n")
-    for got, want in zip(read_rate_trace(sheet), read_rate_trace(plain), strict=True):
-        np.testing.assert_array_equal(got, want)
+    (wide := tmp_path / "wide.csv").write_bytes("t_s,rate\r\n0,10\r\n10,30\r\n".encode("utf-16"))
+    for saved in (sheet, wide):
+        for got, want in zip(read_rate_trace(saved), read_rate_trace(plain), strict=True):
+            np.testing.assert_array_equal(got, want)
     with pytest.raises(ValueError, match=r"latin.csv: not UTF-8 text \(invalid continuation"):
         read_rate_trace(latin)
 

@@ -323,7 +323,8 @@ def test_compressed_csv_and_json_lines_import_as_their_plain_files(tmp_path: Pat
     """``events.csv.gz`` was refused ("cannot tell the format from the name"), though pandas
     reads it; a compressed Parquet file, or a zstd one (a package not installed), is named.
     JSON lines saved with a byte-order mark (as Windows tools write UTF-8) were "not readable
-    as jsonl"; a CSV's mark pandas strips itself."""
+    as jsonl"; a CSV's mark pandas strips itself. UTF-16 with its mark (Windows PowerShell's
+    ``>``) was "not readable as csv ('utf-8' codec can't decode byte 0xff ...)"."""
     import bz2
     import gzip
 
@@ -335,6 +336,8 @@ def test_compressed_csv_and_json_lines_import_as_their_plain_files(tmp_path: Pat
         "ev.JSONL.bz2": bz2.compress(jsonl.read_bytes()),
         "bom.jsonl": b"\xef\xbb\xbf" + jsonl.read_bytes(),
         "bom.csv": b"\xef\xbb\xbf" + SAMPLE.read_bytes(),
+        "u16.csv": SAMPLE.read_text().encode("utf-16"),
+        "u16be.jsonl": b"\xfe\xff" + jsonl.read_text().encode("utf-16-be"),
     }
     want = InputLog(tmp_path / "want")
     import_events([SAMPLE], want, "s", 1.0, key_col="user", value_col="bytes")
