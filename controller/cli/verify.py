@@ -73,7 +73,10 @@ def pipeline_results(
     ] = "latest",
     out: Annotated[
         Path | None,
-        typer.Option(help="write the rows here: Parquet for a .parquet name, else CSV"),
+        typer.Option(
+            help="write the rows here: Parquet for a .parquet name, a JSON list for .json, "
+            "JSON lines for .jsonl, else CSV"
+        ),
     ] = None,
 ) -> None:
     """The committed results of a pipeline, with their status and the batch that wrote them.
@@ -100,9 +103,12 @@ def pipeline_results(
         rows = latest_view(workdir, committed)
     else:
         rows = read_view(workdir / "output", committed).assign(status="STABLE")
-    if out is not None:
-        if out.suffix.lower() == ".parquet":  # CSV text under that name read as a damaged file
+    if out is not None:  # CSV text under a .parquet or .json name read as a damaged file
+        suffix = out.suffix.lower()
+        if suffix == ".parquet":
             rows.to_parquet(out, index=False)
+        elif suffix in (".json", ".jsonl", ".ndjson"):
+            rows.to_json(out, orient="records", lines=suffix != ".json")
         else:
             rows.to_csv(out, index=False)
     counts = rows["status"].value_counts().to_dict() if len(rows) else {}

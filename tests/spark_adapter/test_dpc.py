@@ -156,6 +156,13 @@ def test_dpc_on_spark_corrects_every_tentative_window_once_and_ends_exact(
         app, ["pipeline", "results", "--workdir", str(tent.dir), "--out", str(pq)]
     )
     assert r.exit_code == 0 and pd.read_parquet(pq).equals(pd.read_csv(csv)), r.output
+    for name, lines in (("latest.json", False), ("latest.jsonl", True)):  # were CSV text
+        r = CliRunner().invoke(
+            app, ["pipeline", "results", "--workdir", str(tent.dir), "--out", str(tmp_path / name)]
+        )
+        assert r.exit_code == 0, (name, r.output)
+        got = pd.read_json(tmp_path / name, lines=lines)  # (JSON reads -2.0 back as -2)
+        pd.testing.assert_frame_equal(got, pd.read_parquet(pq), check_dtype=False)
     r = CliRunner().invoke(app, ["pipeline", "results", "--workdir", str(tmp_path), "--view", "x"])
     assert r.exit_code == 2 and "--view" in r.output
     np.testing.assert_array_equal(
