@@ -15,12 +15,11 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -37,6 +36,7 @@ from controller.settings import (
     SheddingSettings,
     overlay,
 )
+from controller.settings_env import env_problem
 from core.files import read_text
 from core.model_base import NoBooleanNumbers, TrimtabModel
 from core.scenario import MAX_KEY_GROUPS, format_validation_error
@@ -339,7 +339,7 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
             raise ConfigError(src, [f"not valid YAML: {yaml_problem(e)}"]) from None
         if raw is not None and not isinstance(raw, dict):
             raise ConfigError(src, ["(root): expected a mapping of settings"])
-    if (bad := env_problem(os.environ)) is not None:
+    if (bad := env_problem(os.environ, Settings)) is not None:
         raise ConfigError(f"environment {bad[0]}", [bad[1]])
     try:
         _YAML_PATH = Path(path) if path is not None else None
@@ -350,45 +350,6 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
         raise ConfigError(blame(problems, src), problems) from None
     finally:
         _YAML_PATH = None
-
-
-OTHER_ENV = ("TRIMTAB_CONFIG", "TRIMTAB_NO_PROGRESS", "TRIMTAB_EXECUTOR_SLOWDOWN")  # not settings
-
-
-def env_problem(environ: Mapping[str, str]) -> tuple[str, str] | None:
-    """A ``TRIMTAB_`` variable that sets no setting, with why: the settings read only the
-    names of their own fields, so a misspelt one (one underscore between a section and its
-    key, or a section that does not exist) would be ignored without a word.
-
-    >>> env_problem({"TRIMTAB_CONTROL__INTERVAL_S": "5", "TRIMTAB_NO_PROGRESS": "1"}) is None
-    True
-    >>> env_problem({"TRIMTAB_CONTROL_INTERVAL_S": "5"})[1]
-    'not a setting: a section and its key are joined by two underscores (TRIMTAB_CONTROL__INTERVAL_S)'
-    >>> env_problem({"TRIMTAB_CONTROLL__INTERVAL_S": "5"})[1].split(" (")[0]
-    "not a setting: no setting 'controll'"
-    """
-    fields = set(Settings.model_fields)
-    sections = sorted(
-        f
-        for f, info in Settings.model_fields.items()
-        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
-    )
-    for name in sorted(environ):
-        if not name.startswith("TRIMTAB_") or name in OTHER_ENV:
-            continue
-        rest = name.removeprefix("TRIMTAB_").lower()
-        head = rest.split("__", 1)[0]
-        if head in fields:
-            continue
-        section = next((f for f in sections if head.startswith(f + "_")), None)
-        if section is not None:
-            fixed = "TRIMTAB_" + (section + "__" + rest[len(section) + 1 :]).upper()
-            why = f"a section and its key are joined by two underscores ({fixed})"
-        else:
-            known, other = ", ".join(sorted(fields)), ", ".join(OTHER_ENV)
-            why = f"no setting {head!r} (the settings: {known}; besides them {other})"
-        return name, f"not a setting: {why}"
-    return None
 
 
 PATH_FIELDS = (

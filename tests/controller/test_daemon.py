@@ -223,16 +223,41 @@ def test_a_misspelt_environment_variable_is_refused_not_ignored(
 ) -> None:
     """The settings read only their own fields' names: a misspelt TRIMTAB_ variable set
     nothing, and the daemon ran as if it were not there."""
+    _env_refused(tmp_path, name, "7", f"environment {name}: not a setting: ", expected)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        (
+            "TRIMTAB_CONTROL__BLACKOUT_WINDOWS_UTC",
+            "23:00-01:00",
+            'control.blackout_windows_utc: a list is given as JSON, e.g. \'["a", "b"]\'',
+        ),
+        ("TRIMTAB_PLACEMENT__PARAMS", "stale_trigger=0", "placement.params: a mapping is given"),
+        ("TRIMTAB_AVAILABILITY__DPC", "tentative", "availability.dpc: a mapping is given as JSON"),
+    ],
+)
+def test_a_list_or_mapping_variable_not_in_json_is_named(
+    tmp_path: Path, name: str, value: str, expected: str
+) -> None:
+    """The settings read a list or a mapping from the environment as JSON; other text stopped
+    them with 'SettingsError: error parsing value for field "control" from source
+    "EnvSettingsSource"', which names no variable."""
+    _env_refused(tmp_path, name, value, f"environment {name}: {expected}", f"(got {value!r})")
+
+
+def _env_refused(tmp_path: Path, name: str, value: str, *expected: str) -> None:
     f = tmp_path / "c.yaml"
     f.write_text(yaml.safe_dump({"control": {"interval_s": 3}}))
-    env = {**os.environ, name: "7"}
+    env = {**os.environ, name: value}
     for cmd in (["validate", str(f)], ["run", "--config", str(f)]):
         r = subprocess.run(
             [EXE, *cmd], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60
         )
         lines = r.stderr.strip().splitlines()
         assert r.returncode == 2 and len(lines) == 1, (cmd, r.stderr)
-        assert f"environment {name}: not a setting" in lines[0] and expected in lines[0], lines
+        assert all(e in lines[0] for e in expected), lines
     assert not (tmp_path / ".trimtab").exists()  # refused before anything was made
 
 
@@ -281,17 +306,18 @@ def test_every_trimtab_variable_the_code_reads_is_a_setting_or_named() -> None:
     it would stop the daemon as a misspelt setting."""
     import re
 
-    from controller.config import env_problem
+    from controller.config import Settings
+    from controller.settings_env import env_problem
 
     names = {
         m
         for d in ("controller", "spark_adapter", "core", "simulator")
         for f in (ROOT / d).rglob("*.py")
-        if f.name != "config.py"  # its doctests spell names wrong on purpose
+        if f.name != "settings_env.py"  # its doctests spell names wrong on purpose
         for m in re.findall(r"TRIMTAB_[A-Z][A-Z0-9_]*", f.read_text())
     }
     assert "TRIMTAB_EXECUTOR_SLOWDOWN" in names and "TRIMTAB_NO_PROGRESS" in names
-    assert [n for n in sorted(names) if env_problem({n: "1"}) is not None] == []
+    assert [n for n in sorted(names) if env_problem({n: "1"}, Settings) is not None] == []
 
 
 def test_environment_overrides_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
