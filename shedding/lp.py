@@ -101,7 +101,7 @@ class BulkHiGHS(pulp.HiGHS):  # type: ignore[misc]
         self._variables = variables
         h = lp.solverModel
         empty_i, empty_f = np.zeros(0, np.int32), np.zeros(0)
-        h.addCols(len(variables), cost, lo, hi, 0, empty_i, empty_i, empty_f)
+        _check(h.addCols(len(variables), cost, lo, hi, 0, empty_i, empty_i, empty_f), "columns")
         cons = list(lp._constraints.values())
         starts, index, value, rlo, rhi = [], [], [], [], []
         nnz = 0
@@ -115,7 +115,7 @@ class BulkHiGHS(pulp.HiGHS):  # type: ignore[misc]
             rlo.append(-inf if lb is None else lb)
             rhi.append(inf if ub is None else ub)
         if cons:
-            h.addRows(
+            added = h.addRows(
                 len(cons),
                 np.array(rlo, float),
                 np.array(rhi, float),
@@ -124,6 +124,7 @@ class BulkHiGHS(pulp.HiGHS):  # type: ignore[misc]
                 np.array(index, np.int32),
                 np.array(value, float),
             )
+            _check(added, "rows")
 
     def findSolutionValues(self, lp: pulp.LpProblem) -> tuple[int, int]:
         h = lp.solverModel
@@ -145,6 +146,14 @@ class BulkHiGHS(pulp.HiGHS):  # type: ignore[misc]
         status, sol_status = self.findSolutionValues(lp)
         lp.assignStatus(status, sol_status)
         return int(status)
+
+
+def _check(status: highspy.HighsStatus, what: str) -> None:
+    """HiGHS refuses a model part it cannot hold (a coefficient above its 1e15 limit, an
+    operator's load coefficient 1e300) and then solves the rest: a plan without the capacity
+    rows. Refused, the solve fails instead (CBC, then the uniform fallback, in ``_solve``)."""
+    if status == highspy.HighsStatus.kError:
+        raise pulp.PulpSolverError(f"HiGHS refused the model's {what} (a coefficient out of range)")
 
 
 def _solver(name: str, time_limit_s: float) -> pulp.LpSolver:
@@ -186,12 +195,18 @@ def solve_lp(
             ids[j]: abs(float(prob.get_constraint_by_name(name).pi or 0.0))
             for j, name in rows.items()
         }
-    else:
+        # a solver's "optimal" on coefficients far apart (1 and 1e15) can break a row
+        over_cap = node_loads(model, xv) - model.background > cap * (1 + 1e-6) + 1e-6
+        ok = not over_cap.any()
+    if not ok:
         full = node_loads(model, np.ones(n_loc))
         ratio = float(np.min(np.divide(cap, full, out=np.ones(n), where=full > 0), initial=1.0))
         xv = np.full(n_loc, min(1.0, ratio))
         duals = {}
-        status = f"solver failed ({pulp.LpStatus.get(prob.status, 'error')}): uniform fallback"
+        why = pulp.LpStatus.get(prob.status, "error")
+        if why == "Optimal":
+            why = "its plan exceeds " + ",".join(ids[j] for j in np.flatnonzero(over_cap))
+        status = f"solver failed ({why}): uniform fallback"
     xv[model.rate <= 0] = 1.0
     over = np.flatnonzero(model.background > headroom * np.asarray(capacity))
     if over.size:

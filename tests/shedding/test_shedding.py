@@ -140,6 +140,23 @@ def test_degenerate_inputs_are_defined() -> None:
         lp.solve_lp(bad, np.ones(1))
 
 
+@pytest.mark.parametrize("big", [2e15, 1e300])
+def test_a_load_coefficient_out_of_the_solvers_range_still_plans_within_capacity(
+    big: float,
+) -> None:
+    """An operator with cost_us 1e300 stopped a replay with "zip() argument 2 is shorter than
+    argument 1": HiGHS refused the rows and solved without them. Now CBC solves it; where
+    CBC's "optimal" breaks a row (coefficients 1 and 2e15 in one), the plan is the uniform
+    fallback. Either way every node stays within its capacity."""
+    m = ShedModel(
+        ("s1", "s2"), np.array([[big, 3.0], [2.0, 1.0]]), np.ones(2), np.ones(2),
+        np.array([-1, -1]), np.zeros(2),
+    )  # fmt: skip
+    plan = lp.solve_lp(m, np.ones(2), node_ids=("A", "B"))
+    assert max(plan.node_loads.values()) <= 1.0 + 1e-6, plan
+    assert "cbc fallback" in plan.status or "its plan exceeds A" in plan.status, plan.status
+
+
 def test_drops_repeat_exactly_on_replay() -> None:
     ids = np.arange(50_000)
     a, b = keep_mask(ids, 3, 0.4), keep_mask(ids, 3, 0.4)
