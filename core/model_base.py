@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import types
 import typing
-from typing import Any
+import unicodedata
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 
 BOOLEAN = "a number is needed, not a boolean (true/false, yes/no, on/off)"
 # the configuration of every file model: unknown keys refused, frozen, numbers finite
@@ -63,3 +64,28 @@ class TrimtabModel(NoBooleanNumbers, BaseModel):
     ...     print(e.errors()[0]["msg"])  # type: ignore[attr-defined]
     Value error, capacity: a number is needed, not a boolean (true/false, yes/no, on/off)
     """
+
+
+def plain_id(value: str) -> str:
+    """An id as tables, log lines, metrics and plan files show it: not blank, and without a
+    control character (a newline from a YAML block scalar broke one-line reasons).
+
+    >>> plain_id("n0")
+    'n0'
+    >>> try:
+    ...     plain_id("q\\nb")
+    ... except ValueError as e:
+    ...     print(e)
+    holds a control character (U+000A), which no table or log line shows
+    """
+    if not value.strip():
+        raise ValueError("an id must not be blank")
+    bad = next((c for c in value if unicodedata.category(c) == "Cc"), None)
+    if bad is not None:
+        raise ValueError(
+            f"holds a control character (U+{ord(bad):04X}), which no table or log line shows"
+        )
+    return value
+
+
+Id = Annotated[str, AfterValidator(plain_id)]

@@ -10,16 +10,16 @@ physical ``load_scenario`` leaves them out.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import AfterValidator, Field, ValidationError, model_validator
 
 from core.batch_model import BatchModel
 from core.cluster import Cluster, Node
 from core.files import read_text
 from core.keyspace import KeySpec
-from core.model_base import STRICT, TrimtabModel
+from core.model_base import STRICT, Id, TrimtabModel
 from core.rates import (
     RATE_KINDS,
     PiecewiseRate,
@@ -63,7 +63,7 @@ class NodeSpec(TrimtabModel):
     """A node: ``capacity`` in cores, ``latency_ms`` per hop."""
 
     model_config = STRICT
-    id: str
+    id: Id
     capacity: float = Field(1.0, gt=0)
     latency_ms: float = Field(1.0, ge=0)
 
@@ -87,7 +87,7 @@ class StreamSpec(TrimtabModel):
     """An input stream with its rate process and key space."""
 
     model_config = STRICT
-    id: str
+    id: Id
     rate: RateSpec
     keys: KeySpec = Field(default_factory=KeySpec)
 
@@ -115,11 +115,19 @@ class WindowSpec(TrimtabModel):
         return self
 
 
+def _no_key_group_mark(value: str) -> str:
+    """``#`` names a keyed operator's key groups (``agg#3``): an operator called ``agg#0``
+    and key group 0 of ``agg`` were one unit, and the replay stopped on a duplicate unit."""
+    if "#" in value:
+        raise ValueError("'#' names a keyed operator's key groups (agg#3); give another id")
+    return value
+
+
 class OperatorModel(TrimtabModel):
     """An operator of the query network (see ``core.topology.OperatorSpec``)."""
 
     model_config = STRICT
-    id: str
+    id: Annotated[Id, AfterValidator(_no_key_group_mark)]
     kind: Literal["filter", "map", "udf", "aggregate", "join", "union", "sink"]
     inputs: list[str] = Field(min_length=1)
     cost_us: float = Field(ge=0)

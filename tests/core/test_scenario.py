@@ -74,6 +74,13 @@ def with_(path: str, value: object) -> dict:
         ("schema_version", 2, "schema_version"),
         ("operators.0.merge_cost_us", 5, "merge_cost_us"),  # a map merges no partials
         ("operators.0.merge_cost_us", -1, "operators.0.merge_cost_us"),
+        # ids: a blank one, a newline from a YAML block scalar (it broke one-line reasons),
+        # and '#', which names key groups: an operator 'agg#0' beside a keyed 'agg' passed
+        # validate and stopped the replay with pydantic's "duplicate unit id" dump
+        ("cluster.nodes.0.id", " ", "cluster.nodes.0.id: an id must not be blank"),
+        ("streams.0.id", "", "streams.0.id: an id must not be blank"),
+        ("operators.0.id", "o\nb", "operators.0.id: holds a control character (U+000A)"),
+        ("operators.0.id", "o#0", "operators.0.id: '#' names a keyed operator's key groups"),
     ],
 )
 def test_validation_errors_name_the_field(
