@@ -125,9 +125,14 @@ def input_import(
 
     Example: trimtab input import examples/events-sample.csv --workdir w --stream clicks --key-col user --value-col bytes
     """
+    from core.model_base import plain_id
     from spark_adapter.event_import import EventImportError, import_events
     from spark_adapter.source import InputLog
 
+    try:  # as a scenario's stream ids are: a blank one no scenario can read
+        plain_id(stream)
+    except ValueError as e:
+        fail(f"--stream: {e} (got {stream!r})")
     made = [d for d in (workdir / "input", workdir) if not d.exists()]  # deepest first
     try:
         rep = import_events(

@@ -1210,6 +1210,13 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "rows are bad",
         ),
+        (  # a log under a blank stream name, which no scenario can have, was written
+            "import blank stream",
+            ["input", "import", str(tmp / "events.csv"), "--workdir", str(tmp / "w4b")]
+            + ["--stream", " "],
+            2,
+            "--stream: an id must not be blank (got ' ')",
+        ),
         (
             "replay master not loopback",
             ["replay", str(GW), "--substrate", "spark", "--master", "spark://10.0.0.1:7077"],
@@ -1429,6 +1436,7 @@ def test_bad_input_sweep(tmp_path: Path, busy_port: int) -> None:
     assert sorted(p.name for p in (tmp_path / "torn").iterdir()) == ["input"]
     assert [p.name for p in (tmp_path / "gw-pipe").iterdir()] == ["metrics"]  # no plan out
     assert not (tmp_path / "w5").exists()  # the refused import left no workdir behind
+    assert not (tmp_path / "w4b").exists()  # nor the one under a blank stream name
     assert not (tmp_path / "w6").exists()  # the driver refused its master before any write
     assert not (tmp_path / "w-seg").exists()  # the refused segments: no log was made
     assert not (tmp_path / "cl").exists()  # no cluster was started, nor its logs written
