@@ -1212,8 +1212,15 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
         ),
         (  # a log under a blank stream name, which no scenario can have, was written
             "import blank stream",
-            ["input", "import", str(tmp / "events.csv"), "--workdir", str(tmp / "w4b")]
-            + ["--stream", " "],
+            [
+                "input",
+                "import",
+                str(tmp / "events.csv"),
+                "--workdir",
+                str(tmp / "w4b"),
+                "--stream",
+                " ",
+            ],
             2,
             "--stream: an id must not be blank (got ' ')",
         ),
