@@ -5,7 +5,9 @@ Balancing at Scale in Distributed Stream Processing", ICDE 2016 (reference:
 anisnasir/SLBSimulator ``LBDChoice``/``LBWChoice``). A SpaceSaving summary (100 counters) finds
 the head: keys whose count upper bound (count since insertion + inherited error) exceeds
 ``theta M``, ``theta = 1 / (5 n)``. [Project choice] the summary keeps ``max(100, 2 / theta)``
-counters, so that its error bound ``M / counters`` stays below ``theta / 2``. Head keys go to the
+counters, so that its error bound ``M / counters`` stays below ``theta / 2``; the summary finds
+a key's counter through an index, and the one to evict through a heap (``space_saving``): a
+scan of its ``10 n`` counters per key made routing O(n) per tuple. Head keys go to the
 least-loaded of ``d`` hashed candidates (D-Choices; ``d`` solved from the head's shares so the
 expected balance holds, see ``solve_d``) or of all ``n`` workers (W-Choices); tail keys use PKG.
 One load vector counts everything this source sent. ``d`` is re-solved every 1024 tuples
@@ -20,6 +22,8 @@ import numpy as np
 from numba import njit
 
 from partitioners.base import Array, IntArray, LocalOnly, as_keys, mix64_mod
+from partitioners.space_saving import SpaceSaving
+from partitioners.space_saving import update as space_saving_update
 
 __all__ = ["DChoices", "WChoices", "solve_d"]
 
@@ -49,47 +53,23 @@ def solve_d(n: int, p1: float, p_head: float, h: int, eps: float = 0.001) -> int
 
 
 @njit(cache=True)
-def _ss_update(
-    ss_key: np.ndarray, ss_cnt: np.ndarray, ss_err: np.ndarray, k: int
-) -> int:  # pragma: no cover
-    """SpaceSaving: count k; returns its slot."""
-    free = -1
-    low = 0
-    for s in range(ss_key.size):
-        if ss_key[s] == k:
-            ss_cnt[s] += 1
-            return s
-        if ss_key[s] < 0 and free < 0:
-            free = s
-        if ss_cnt[s] < ss_cnt[low]:
-            low = s
-    if free >= 0:
-        ss_key[free] = k
-        ss_cnt[free] = 1
-        ss_err[free] = 0
-        return free
-    ss_err[low] = ss_cnt[low]
-    ss_key[low] = k
-    ss_cnt[low] += 1
-    return low
-
-
-@njit(cache=True)
 def _cand(k: int, j: int, n: int) -> int:  # pragma: no cover
     return mix64_mod(np.int64(k), np.int64(j + 1), np.int64(n))
 
 
 @njit(cache=True)
 def _route(
-    keys, n, sent, ss_key, ss_cnt, ss_err, state, theta, d_cur, all_workers, ring, pos, slide
+    keys, n, sent, ss, state, theta, d_cur, all_workers, ring, pos, slide
 ):  # pragma: no cover
     out = np.empty(keys.size, dtype=np.int64)
     chosen = np.empty(n, dtype=np.int64)
+    taken = np.zeros(n, dtype=np.int64)  # taken[c] == i + 1: c is already a candidate of i
+    ss_cnt = ss[1]
     n_slides = ring.shape[0]
     for i in range(keys.size):
         k = keys[i]
         state[0] += 1  # messages seen
-        s = _ss_update(ss_key, ss_cnt, ss_err, k)
+        s = space_saving_update(ss, k)
         head = ss_cnt[s] / state[0] > theta  # ss_cnt already includes the error: upper bound
         if head and all_workers:
             w = 0
@@ -101,16 +81,11 @@ def _route(
             if d > n:
                 d = n
             m = 0
-            for j in range(d):  # distinct candidates H_1..H_d
+            for j in range(d):  # distinct candidates H_1..H_d: a clash takes the next worker
                 c = _cand(k, j, n)
-                clash = True
-                while clash:
-                    clash = False
-                    for q in range(m):
-                        if chosen[q] == c:
-                            c = (c + 1) % n
-                            clash = True
-                            break
+                while taken[c] == i + 1:
+                    c = (c + 1) % n
+                taken[c] = i + 1
                 chosen[m] = c
                 m += 1
             w = chosen[0]
@@ -164,10 +139,7 @@ class DChoices(LocalOnly):
         self.sent = np.zeros(n, dtype=np.int64)
         # SpaceSaving overestimates by at most M / counters: with fewer than 2 / theta counters
         # (the reference's 100 when n > 10) tail keys would pass the head test spuriously
-        counters = max(SS_COUNTERS, int(np.ceil(2.0 / self.theta)))
-        self.ss_key = np.full(counters, -1, dtype=np.int64)
-        self.ss_cnt = np.zeros(counters, dtype=np.int64)
-        self.ss_err = np.zeros(counters, dtype=np.int64)
+        self.ss = SpaceSaving(max(SS_COUNTERS, int(np.ceil(2.0 / self.theta))))
         self.state = np.zeros(2, dtype=np.int64)  # messages seen, re-solve flag
         self.d = np.array([2], dtype=np.int64)
         # window > 0 [project choice, as for PKG on windowed queries]: loads count the last
@@ -177,6 +149,24 @@ class DChoices(LocalOnly):
         self.ring = np.zeros((slides if window > 0 else 1, n), dtype=np.int64)
         self.pos = np.zeros(2, dtype=np.int64)
         self.last_decay = 0
+
+    def __setstate__(self, state: dict) -> None:
+        """Unpickle; a state saved before the summary had its index (arrays ``ss_key``,
+        ``ss_cnt``, ``ss_err``) gets one, with the same counters."""
+        if "ss" not in state:
+            ss = SpaceSaving(0)
+            ss.key, ss.cnt, ss.err = (state.pop(f"ss_{a}") for a in ("key", "cnt", "err"))
+            ss.reindex()
+            state["ss"] = ss
+        self.__dict__.update(state)
+
+    @property
+    def ss_key(self) -> IntArray:
+        return self.ss.key
+
+    @property
+    def ss_cnt(self) -> IntArray:
+        return self.ss.cnt
 
     def head(self) -> tuple[IntArray, Array]:
         """Head keys and their estimated shares."""
@@ -189,8 +179,9 @@ class DChoices(LocalOnly):
     def _decay(self) -> None:
         """Halve the summary once per window (windowed mode)."""
         if self.window > 0 and self.state[0] - self.last_decay >= self.window:
-            self.ss_cnt //= 2
-            self.ss_err //= 2
+            self.ss.cnt //= 2
+            self.ss.err //= 2
+            self.ss.reindex()  # halving can reorder counters of equal halves
             self.state[0] //= 2
             self.last_decay = int(self.state[0])
 
@@ -212,9 +203,7 @@ class DChoices(LocalOnly):
                 k,
                 self.n,
                 self.sent,
-                self.ss_key,
-                self.ss_cnt,
-                self.ss_err,
+                self.ss.arrays(),
                 self.state,
                 self.theta,
                 self.d,

@@ -145,6 +145,69 @@ def test_spacesaving_never_underestimates() -> None:
     assert np.all(dc.ss_cnt[tracked] >= true[dc.ss_key[tracked]])
 
 
+def _scan_space_saving(
+    keys: np.ndarray, key: list[int], cnt: list[int], err: list[int]
+) -> list[tuple[int, int, int]]:
+    """The textbook SpaceSaving, a scan of every counter per key (the summary D-Choices ran
+    before its index), from the state given (updated in place): (counter, count, error)."""
+    out = []
+    for k in keys.tolist():
+        if k in key:
+            s = key.index(k)
+            cnt[s] += 1
+        elif -1 in key:
+            s = key.index(-1)
+            key[s], cnt[s], err[s] = k, 1, 0
+        else:
+            s = min(range(len(key)), key=lambda c: (cnt[c], c))
+            key[s], err[s], cnt[s] = k, cnt[s], cnt[s] + 1
+        out.append((s, cnt[s], err[s]))
+    return out
+
+
+@given(
+    st.lists(st.integers(0, 40), min_size=1, max_size=400),
+    st.integers(1, 12),
+    st.floats(0.0, 1.0),
+)
+def test_space_saving_with_its_index_picks_the_scans_counters(
+    keys: list[int], counters: int, halve_at: float
+) -> None:
+    """The index (a key table and a heap of (count, counter)) must pick what the scan picks:
+    the key's counter, else the lowest free one, else the lowest-numbered smallest count;
+    also after the counts are halved (windowed D-Choices) and the index rebuilt."""
+    from partitioners.space_saving import SpaceSaving
+
+    ks = np.array(keys, dtype=np.int64)
+    cut = int(len(keys) * halve_at)
+    ss = SpaceSaving(counters)
+    key, cnt, err = [-1] * counters, [0] * counters, [0] * counters
+    for part in (ks[:cut], ks[cut:]):
+        got = [(s := ss.update(k), int(ss.cnt[s]), int(ss.err[s])) for k in part.tolist()]
+        assert got == _scan_space_saving(part, key, cnt, err)
+        ss.cnt //= 2
+        ss.err //= 2
+        ss.reindex()
+        cnt, err = [c // 2 for c in cnt], [e // 2 for e in err]
+
+
+def test_a_router_state_saved_before_the_summarys_index_routes_on_alike() -> None:
+    """Plans carry a D-Choices state pickled with ``ss_key``, ``ss_cnt`` and ``ss_err``
+    arrays; unpickled, it gets the index and routes as the router that never stopped."""
+    import pickle
+
+    keys = zipf(1.3, 40_000, space=2000)
+    a = DChoices(16)
+    a.route(keys[:20_000])
+    old = dict(vars(a))
+    ss = old.pop("ss")
+    old |= {"ss_key": ss.key.copy(), "ss_cnt": ss.cnt.copy(), "ss_err": ss.err.copy()}
+    b = DChoices.__new__(DChoices)
+    b.__setstate__(old)
+    b = pickle.loads(pickle.dumps(b))
+    np.testing.assert_array_equal(a.route(keys[20_000:]), b.route(keys[20_000:]))
+
+
 def test_consistent_grouping() -> None:
     assert vw_counts(np.array([1.0, 1.0, 2.0]), 8).tolist() == [2, 2, 4]
     cg = ConsistentGrouping(4, replicas=8, eps=0.1)
