@@ -138,7 +138,8 @@ def partition_cmd(
         typer.Option(
             min=1,
             max=4096,
-            help="workers (as many as key groups at most); default: the scenario's nodes",
+            help="workers, at most 4096 (the most partitions a keyed stage has); default: the "
+            "scenario's nodes",
         ),
     ] = None,
     zipf: ZipfOpt = None,
