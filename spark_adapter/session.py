@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spark_adapter.interrupt import asked, reclaim_sigint, sigint_held, stop_if_asked
 
@@ -133,6 +133,7 @@ def make_session(
         # before the session's slower start (the session then finds this context)
         context = SparkContext.getOrCreate(SparkConf().setAll(list(opts.items())))
         reclaim_sigint()
+        quiet_accumulator_eof(context)
         try:
             session = SparkSession.builder.config(map=opts).getOrCreate()
             context.setLogLevel("ERROR")
@@ -149,6 +150,22 @@ def make_session(
             context.stop()
             raise
     return session
+
+
+def quiet_accumulator_eof(context: Any) -> None:
+    """PySpark's accumulator server printed a traceback (``EOFError`` in ``read_int``) when
+    the JVM closed its connection while a stopping driver or replay shut the context down:
+    the end of that connection is not an error. Any other error still prints."""
+    server = getattr(context, "_accumulatorServer", None)
+    if server is None:
+        return
+    default = server.handle_error
+
+    def handle_error(request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], EOFError):
+            default(request, client_address)
+
+    server.handle_error = handle_error
 
 
 class MasterRefused(RuntimeError):

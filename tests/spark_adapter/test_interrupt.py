@@ -134,3 +134,18 @@ def test_ctrl_c_on_a_standby_waiting_for_the_lease_is_one_line(tmp_path: Path) -
     assert "Traceback" not in err and "Exception" not in err, err[-3000:]
     last = err.strip().splitlines()[-1]
     assert last == "error: interrupted: the standby stopped waiting for the lease", err[-3000:]
+
+
+def test_the_jvm_closing_its_accumulator_connection_prints_no_traceback(spark, capfd) -> None:  # type: ignore[no-untyped-def]
+    """A driver stopped by SIGTERM printed PySpark's "Exception occurred during processing of
+    request ... EOFError" traceback: the JVM closed its accumulator connection while the
+    context shut down. The session's accumulator server now takes that end quietly, as
+    socketserver calls its handler (from inside the except block); other errors still print."""
+    server = spark.sparkContext._accumulatorServer
+    for error, printed in ((EOFError(), False), (ValueError("bad token"), True)):
+        try:
+            raise error
+        except Exception:
+            server.handle_error(None, ("127.0.0.1", 0))
+        err = capfd.readouterr().err
+        assert (type(error).__name__ in err) is printed, err
