@@ -36,7 +36,14 @@ def profile_events(
         span, window_s, BYTES_PER_WINDOW_PROFILED, ts_col, machine_memory()
     ):
         raise EventImportError(problem)
-    rate = rate_series(ts, window_s)
+    if ts.size and span < window_s:  # one partial window: a rate over time the events lack
+        raise EventImportError(  # (1e12 s windows gave 3.6e-09 events/s), and no churn
+            f"--window-s: {window_s:g} s is longer than the events' span, {span:g} s: no whole "
+            f"window to measure a rate or the hot set's churn in; give at most {span:g} s"
+        )
+    # whole windows only: the last one ends with the events, part of the way in (a 29 s
+    # window over 30 s of events halved the mean rate)
+    rate = rate_series(ts, window_s)[: max(int(span // window_s), 1) if ts.size else 0]
     top = [
         {"key": _name(ev.raw_keys[np.flatnonzero(keys == k)[0]]), "share": round(share, 6)}
         for k, share in top_keys(keys, 10)

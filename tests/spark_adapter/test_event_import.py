@@ -236,6 +236,23 @@ def test_profile_does_not_fit_a_zipf_exponent_to_two_keys(tmp_path: Path) -> Non
     assert profile_events([events])["zipf_s"] > 0.5  # three keys are fitted
 
 
+def test_profile_measures_rates_in_whole_windows_only(tmp_path: Path) -> None:
+    """A window longer than the events gave a rate over time they lack (1e12 s windows: 3.6e-09
+    events/s) and a churn of 0 from one window; a window near their span halved the rate (the
+    last window ends with the events, part of the way in). Such a window is refused by name,
+    and rates are of whole windows."""
+    from controller.event_profile import profile_events
+    from spark_adapter.event_import import EventImportError
+
+    events = tmp_path / "e.csv"
+    events.write_text("ts,key\n" + "".join(f"{i / 100},{i % 7}\n" for i in range(1000)))
+    for w in (1.0, 3.0, 9.0):  # 100 events a second, 9.99 s; the last window is partial
+        r = profile_events([events], window_s=w)["rate_per_s"]
+        assert r["mean"] == r["p50"] == r["max"] == 100.0, (w, r)
+    with pytest.raises(EventImportError, match=r"--window-s: 12 s is longer than the events' "):
+        profile_events([events], window_s=12.0)
+
+
 def test_profile_cli(tmp_path: Path) -> None:
     exe = str(Path(sys.executable).with_name("trimtab"))
     r = subprocess.run(
