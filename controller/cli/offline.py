@@ -210,6 +210,13 @@ def calibrate_cmd(
     if not workdir.is_dir():
         fail(f"workdir: {workdir} is not a directory")
     sc = load(scenario) if scenario is not None else None
+    if sc is not None:  # a query the pipeline cannot run was named without the flag
+        from spark_adapter.query import compile_query
+
+        try:
+            compile_query(sc)
+        except ValueError as e:
+            fail(f"--scenario: {scenario}: {e}")
     if out is not None:
         out_file(out, "--out")
     try:

@@ -215,6 +215,12 @@ def test_bad_calibration_input_is_one_line(tmp_path: Path) -> None:
         "--scenario: the run in",
         "read stream(s) s, which 'zipf-moderate' does not have",
     )
+    # a query the pipeline cannot run: named as the flag's (it said only "operators: ...")
+    plain = SCENARIO.parent / "overload-ramp.yaml"
+    _one_line_error(
+        runner.invoke(app, ["calibrate", str(good), "--scenario", str(plain)]),
+        f"--scenario: {plain}: operators: the Spark pipeline needs",
+    )
     idle = _batches()
     for b in idle:
         b.stream_rows["s"] = 0
