@@ -43,7 +43,7 @@ def profile_events(
         )
     # whole windows only: the last one ends with the events, part of the way in (a 29 s
     # window over 30 s of events halved the mean rate)
-    rate = rate_series(ts, window_s)[: max(int(span // window_s), 1) if ts.size else 0]
+    rate = rate_series(ts, window_s)[: int(span // window_s)]
     top = [
         {"key": _name(ev.raw_keys[np.flatnonzero(keys == k)[0]]), "share": round(share, 6)}
         for k, share in top_keys(keys, 10)

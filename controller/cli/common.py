@@ -160,15 +160,17 @@ def given(ctx: typer.Context, param: str) -> bool:
     return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
 
 
-def check_spark_query(sc: ScenarioFile, scenario: Path | None) -> None:
-    """Exit 2 naming the operator when the scenario's query has a shape the Spark pipeline
-    cannot run (``compile_query``: no keyed windowed operator, say), before Spark starts."""
+def check_spark_query(sc: ScenarioFile, scenario: Path | None, flag: str | None = None) -> None:
+    """Exit 2 naming the operator (and the file, and the ``flag`` that gave it) when the
+    scenario's query has a shape the Spark pipeline cannot run (``compile_query``: no keyed
+    windowed operator, say), before Spark starts."""
     from spark_adapter.query import compile_query
 
     try:
         compile_query(sc)
     except ValueError as e:
-        fail(f"{scenario}: {e}" if scenario is not None else str(e))
+        where = f"{scenario}: " if scenario is not None else ""
+        fail(f"{flag}: {where}{e}" if flag else f"{where}{e}")
 
 
 def note_idle_partitions(sc: ScenarioFile, partitions: int) -> None:

@@ -10,7 +10,16 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from controller.cli.common import app, fail, finite, load, names, out_file, print_json
+from controller.cli.common import (
+    app,
+    check_spark_query,
+    fail,
+    finite,
+    load,
+    names,
+    out_file,
+    print_json,
+)
 from controller.cli.tables import show, table
 
 
@@ -211,12 +220,7 @@ def calibrate_cmd(
         fail(f"workdir: {workdir} is not a directory")
     sc = load(scenario) if scenario is not None else None
     if sc is not None:  # a query the pipeline cannot run was named without the flag
-        from spark_adapter.query import compile_query
-
-        try:
-            compile_query(sc)
-        except ValueError as e:
-            fail(f"--scenario: {scenario}: {e}")
+        check_spark_query(sc, scenario, "--scenario")
     if out is not None:
         out_file(out, "--out")
     try:
