@@ -15,6 +15,7 @@ from controller.cli.common import (
     app,
     check_input_log,
     check_not_ended,
+    check_spark_query,
     fail,
     finite,
     load,
@@ -74,6 +75,7 @@ def input_generate(
     if lead_s is not None and (pace_s is None or lead_s >= pace_s):
         fail(f"--lead-s: {lead_s} needs --pace-s, and must be below it (got {pace_s})")
     sc = load(scenario)
+    check_spark_query(sc, scenario)  # the log feeds the Spark pipeline: no log it cannot run
     check_segments(sc, scale, segments if segments is not None else sc.ticks, workdir)
     check_input_log(workdir / "input", "--workdir", sc)  # appended to: this scenario's log
     check_not_ended(workdir)  # segments after the end would never run

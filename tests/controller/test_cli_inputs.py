@@ -300,3 +300,16 @@ def test_sighup_stops_a_live_writer_cleanly(tmp_path: Path) -> None:
     assert p.returncode == 0
     written = json.loads(out)["segments"]
     assert 2 <= written == len(InputLog(tmp_path / "input").segments()), out
+
+
+def test_input_generate_refuses_a_query_the_spark_pipeline_cannot_run(tmp_path: Path) -> None:
+    """The input log feeds the Spark pipeline only: for a simulator-only query (no keyed
+    windowed operator) it wrote a whole log that every `pipeline run` then refused."""
+    work = tmp_path / "w"
+    sc = SCENARIOS / "chain-arrival.yaml"
+    r = _run("input", "generate", str(sc), "--workdir", str(work), "--segments", "1")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == (
+        f"error: {sc}: operators: the Spark pipeline needs a keyed windowed aggregate or join"
+    )
+    assert not work.exists()
