@@ -149,6 +149,12 @@ class OperatorModel(TrimtabModel):
                 f"merge_cost_us: operator {self.id!r} is a {self.kind}; only keyed operators "
                 "(aggregate, join) merge partial results"
             )
+        again = [s for i, s in enumerate(self.inputs) if s in self.inputs[:i]]
+        if again and self.kind != "join":  # the simulator read it twice, Spark once
+            raise ValueError(
+                f"inputs: {again[0]!r} is named twice; an operator reads each input once "
+                "(only a join's two sides may be one stream, a self-join)"
+            )
         if self.kind == "filter" and self.selectivity > 1:  # 9 for 0.9 made 9 rows of one
             raise ValueError(
                 f"selectivity: a filter passes at most every row it reads, so at most 1 "

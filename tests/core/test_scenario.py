@@ -81,6 +81,8 @@ def with_(path: str, value: object) -> dict:
         ("streams.0.id", "", "streams.0.id: an id must not be blank"),
         ("operators.0.id", "o\nb", "operators.0.id: holds a control character (U+000A)"),
         ("operators.0.id", "o#0", "operators.0.id: '#' names a keyed operator's key groups"),
+        # the simulator read a repeated input twice (twice the load), Spark's union once
+        ("operators.0.inputs", ["s", "s"], "operators.0.inputs: 's' is named twice"),
     ],
 )
 def test_validation_errors_name_the_field(
@@ -89,6 +91,13 @@ def test_validation_errors_name_the_field(
     with pytest.raises(ScenarioError) as ei:
         load_scenario(write(tmp_path, with_(path, value)))
     assert expected in str(ei.value)
+
+
+def test_a_self_join_may_name_its_stream_twice(tmp_path: Path) -> None:
+    join = {"id": "j", "kind": "join", "inputs": ["s", "s"], "cost_us": 10}
+    join["window"] = {"size_s": 2, "slide_s": 1}
+    sc = load_scenario(write(tmp_path, with_("operators.0", join)))
+    assert sc.operators[0].inputs == ["s", "s"]
 
 
 def test_missing_and_unparsable_files(tmp_path: Path) -> None:
