@@ -24,7 +24,7 @@ from controller.cli.common import (
     spark_replay_notes,
     writable_dir,
 )
-from controller.cli.resources import check_spark_run
+from controller.cli.resources import check_spark_run, claim_workdir
 from controller.cli.tables import (
     PREDICTED_KEYS,
     SPARK_KEYS,
@@ -159,6 +159,7 @@ def _replay_spark_cli(
     """A Spark replay with a progress bar (batches done of total, rate, time left) on a
     terminal."""
     spark_replay_notes(sc, partitions, None if kw.get("input_dir") else kw.get("batches"))
+    claim_workdir(kw.get("workdir"))  # held to the end: two replays on one W raced its check
     kw["partitions"] = partitions
     prog = progress(show_progress)
     if prog is None:

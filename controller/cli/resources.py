@@ -3,6 +3,8 @@ segment against memory and its segments against the free disk (``core.footprint`
 
 from __future__ import annotations
 
+import fcntl
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,10 @@ from core.footprint import (
     segment_problem,
 )
 
-__all__ = ["check_segments", "check_spark_run"]
+__all__ = ["check_segments", "check_spark_run", "claim_workdir"]
+
+LOCK_FILE = ".replay.lock"
+_claims: list[int] = []  # descriptors held, and so locked, until the process ends
 
 
 def check_segments(
@@ -38,13 +43,36 @@ def check_spark_run(master: str, sc: ScenarioFile, params: dict[str, Any]) -> No
     check_spark_query(sc, params.get("scenario"))
     check_master(master)
     work = params.get("workdir")
-    if work is not None and (
-        any(Path(work).glob("input/seg-*")) or Path(work, "planlog.sqlite").exists()
-    ):
+    if work is not None:
+        _check_unused(Path(work))
+    if params.get("input_dir") is None:
+        where = work or Path(tempfile.gettempdir())
+        check_segments(sc, params["scale"], params["batches"], Path(where), "--batches")
+
+
+def _check_unused(work: Path) -> None:
+    if any(work.glob("input/seg-*")) or (work / "planlog.sqlite").exists():
         fail(
             f"--workdir: {work} holds another run (its input log or plan log): a replay writes "
             "its own; give a new or empty directory"
         )
-    if params.get("input_dir") is None:
-        where = work or Path(tempfile.gettempdir())
-        check_segments(sc, params["scale"], params["batches"], Path(where), "--batches")
+
+
+def claim_workdir(work: Path | None) -> None:
+    """Hold ``work`` for this replay until the process ends (an exclusive ``flock`` on
+    ``work/.replay.lock``), then check again that it holds no other run: two replays started
+    together on one new directory both passed ``check_spark_run`` and wrote one input log."""
+    if work is None:
+        return
+    work.mkdir(parents=True, exist_ok=True)
+    fd = os.open(work / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        fail(f"--workdir: {work} is in use by another replay (pid {pid}); give another directory")
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    _claims.append(fd)
+    _check_unused(work)

@@ -231,6 +231,31 @@ def test_a_spark_replay_into_another_runs_workdir_is_refused_before_spark(
     assert r.returncode == 2 and "holds another run" in r.stderr, r.stderr
 
 
+def test_a_spark_replay_into_a_workdir_another_replay_holds_is_refused(tmp_path: Path) -> None:
+    """Two replays started together on one new W both passed the check above (nothing was
+    written yet) and wrote one input log and plan log. A replay now holds W (``flock`` on
+    ``W/.replay.lock``) for its run; a second one is refused, naming the holder's pid."""
+    import fcntl
+    import os
+
+    work = tmp_path / "w"
+    work.mkdir()
+    fd = os.open(work / ".replay.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        os.write(fd, b"4242")
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running replay holds it
+        seed = SCENARIOS / "seed-groupby-window.yaml"
+        replay = [EXE, "replay", str(seed), "--substrate", "spark", "--batches", "1"]
+        r = subprocess.run([*replay, "--workdir", str(work)], capture_output=True, text=True)
+    finally:
+        os.close(fd)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr == (
+        f"error: --workdir: {work} is in use by another replay (pid 4242); give another directory\n"
+    )
+    assert sorted(p.name for p in work.iterdir()) == [".replay.lock"]  # nothing written
+
+
 def test_pipeline_verify_with_another_pipelines_scenario_says_so(tmp_path: Path) -> None:
     """Given another pipeline's scenario, verify printed "differs: N rows against the
     reference 0" (exit 1), as if the pipeline's output were wrong. Now its input of another
