@@ -297,6 +297,12 @@ class Scenario(TrimtabModel):
         except TopologyError as e:
             raise ValueError(str(e)) from None
         read = {s for o in self.operators for s in o.inputs}
+        for i, st in enumerate(self.streams):  # counted as input, it reached no output
+            if st.id not in read:
+                raise ValueError(
+                    f"streams.{i}: {st.id!r} is read by no operator; name it in an "
+                    "operator's inputs or remove it"
+                )
         for i, o in enumerate(self.operators):  # shedding weighs the query outputs alone
             if o.weight != 1.0 and o.id in read:  # by value: a dumped model sets every field
                 raise ValueError(
