@@ -53,6 +53,7 @@ __all__ = [
 
 _STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
 _WINDOW = re.compile(r"^([01]\d|2[0-3]):[0-5]\d-(([01]\d|2[0-3]):[0-5]\d|24:00)$")
+MIN_LEASE_S = 0.5  # control.lease_timeout_s: renewed every quarter of it
 
 
 class ConfigError(ValueError):
@@ -93,10 +94,19 @@ class ControlSettings(TrimtabModel):
     )
     lease_timeout_s: float = Field(
         10.0,
-        gt=0,
         le=600,
         description="a standby takes over this long after the primary's last lease renewal",
     )
+
+    @field_validator("lease_timeout_s")
+    @classmethod
+    def _lease(cls, v: float) -> float:
+        if not v >= MIN_LEASE_S:  # 0.01 s: a lone daemon lost and retook it 55 times in 12 s
+            raise ValueError(
+                f"at least {MIN_LEASE_S} s: the primary renews its lease every quarter of it, "
+                "and a shorter one lapses between renewals (each retake a new epoch and plan)"
+            )
+        return v
 
     @field_validator("blackout_windows_utc")
     @classmethod

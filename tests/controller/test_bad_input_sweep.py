@@ -175,6 +175,13 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "placement.params.stale_rounds: must be a whole number of at least 1 (got 2.5)",
         ),
+        (  # at 0.01 s a lone daemon lost and retook its lease 55 times in 12 s, a new
+            # epoch and plan version each time
+            "a lease shorter than its renewals",
+            ["run", "--config", cf("c45", lambda d: d["control"].update(lease_timeout_s=0.1))],
+            2,
+            "control.lease_timeout_s: at least 0.5 s: the primary renews its lease every quarter",
+        ),
         (  # rounded to 2 ticks without a word
             "scenario interval between ticks",
             ["replay", sc("t44", lambda d: d["controller"].update(interval_s=2.5))],
