@@ -357,7 +357,7 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
         return settings if path is None else _relative_to_file(settings, Path(path), raw, overrides)
     except ValidationError as e:
         problems = format_validation_error(e)
-        raise ConfigError(blame(problems, src), problems) from None
+        raise ConfigError(*attributed(problems, src)) from None
     finally:
         _YAML_PATH = None
 
@@ -389,7 +389,7 @@ def _relative_to_file(
         if (
             not isinstance(in_file, str)
             or given is not None
-            or _env_name(field) in os.environ
+            or _env_names(field)[0] in os.environ
             or Path(in_file).is_absolute()
         ):
             continue
@@ -405,13 +405,26 @@ def _relative_to_file(
 
 def blame(problems: list[str], source: str) -> str:
     """Where the first problem's value came from: ``environment TRIMTAB_...`` when a
-    variable set it, else ``source`` (the file)."""
-    env = [_env_name(q) for q in problems if _env_name(q) in os.environ]
+    variable set its field, or another field of its section that the problem names
+    (``failure_timeout_s ... is below heartbeat_timeout_s``), else ``source`` (the file)."""
+    env = [n for n in _env_names(problems[0]) if n in os.environ] if problems else []
     return f"environment {env[0]}" if env else source
 
 
-def _env_name(problem: str) -> str:
-    """The environment variable that sets a problem's field: ``metrics.port: ...`` ->
-    ``TRIMTAB_METRICS__PORT``."""
-    field = problem.split(":", 1)[0].strip()
-    return "TRIMTAB_" + field.upper().replace(".", "__")
+def attributed(problems: list[str], source: str) -> tuple[str, list[str]]:
+    """``ConfigError``'s arguments: the first problem's source (``blame``), and the problems,
+    each from another source prefixed with its own."""
+    first = blame(problems, source)
+    rest = [(blame([q], source), q) for q in problems]
+    return first, [q if where == first else f"{where}: {q}" for where, q in rest]
+
+
+def _env_names(problem: str) -> list[str]:
+    """The environment variables that set a problem's field (``metrics.port: ...`` ->
+    ``TRIMTAB_METRICS__PORT``), then those that set a field of its section named in its text."""
+    field, _, text = problem.partition(":")
+    section, _, _ = field.strip().rpartition(".")
+    own = "TRIMTAB_" + field.strip().upper().replace(".", "__")
+    words = set(re.findall(r"[a-z_0-9]+", text))
+    named = [f"TRIMTAB_{section}__{w}".upper() for w in sorted(words) if section]
+    return [own, *(n for n in named if n != own)]

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from controller.config import (
     ConfigError,
     Settings,
-    blame,
+    attributed,
     load_settings,
     log_problem,
     path_problems,
@@ -288,7 +288,7 @@ def validate_file(path: Path, scenario: Path | None = None) -> str:
     elif kind == "config":
         settings = load_settings(path)
         if placed := scenario_problems(settings):
-            raise ConfigError(blame(placed, str(path)), placed)
+            raise ConfigError(*attributed(placed, str(path)))
         problems = path_problems(settings) + pipeline_problems(settings)
         problems += [bad] if (bad := log_problem(settings)) else []
         if problems:

@@ -1469,6 +1469,27 @@ def test_an_environment_variable_is_blamed_not_the_file(monkeypatch) -> None:  #
     assert r.stderr.startswith("error: environment TRIMTAB_METRICS__PORT: metrics.port")
 
 
+def test_a_variable_named_in_a_problem_of_another_field_is_blamed(  # type: ignore[no-untyped-def]
+    tmp_path: Path, monkeypatch
+) -> None:
+    """``failure_timeout_s ... is below heartbeat_timeout_s`` with the heartbeat from the
+    environment blamed the file, whose heartbeat is 5 s. And with two problems from two
+    sources, each is named with its own."""
+    monkeypatch.setenv("TRIMTAB_AVAILABILITY__HEARTBEAT_TIMEOUT_S", "30")
+    cfg = _config(tmp_path, "c", lambda d: None)
+    r = CliRunner().invoke(app, ["validate", cfg])
+    assert r.exit_code == 2
+    assert r.stderr == (
+        "error: environment TRIMTAB_AVAILABILITY__HEARTBEAT_TIMEOUT_S: "
+        "availability.failure_timeout_s: 15.0 is below heartbeat_timeout_s 30.0\n"
+    )
+    both = _config(tmp_path, "c2", lambda d: d["control"].update(lease_timeout_s=0.1))
+    r = CliRunner().invoke(app, ["validate", both])
+    assert r.exit_code == 2
+    assert r.stderr.startswith(f"error: {both}: control.lease_timeout_s: at least 0.5 s")
+    assert "; environment TRIMTAB_AVAILABILITY__HEARTBEAT_TIMEOUT_S: availability." in r.stderr
+
+
 @pytest.mark.parametrize(
     "argv",
     [
