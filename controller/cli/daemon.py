@@ -152,6 +152,8 @@ def status_cmd(
 
     Example: trimtab status
     """
+    if state_dir.exists() and not state_dir.is_dir():
+        fail(f"--state-dir: {state_dir} is a file, not a daemon's state directory")
     f = state_dir / "status.json"
     standbys = _standbys(state_dir)
     if not f.exists() and not standbys:

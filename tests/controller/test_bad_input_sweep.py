@@ -175,6 +175,12 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "placement.params.stale_rounds: must be a whole number of at least 1 (got 2.5)",
         ),
+        (  # "no daemon status in FILE (is 'trimtab run' running ...?)", exit 1
+            "status of a file",
+            ["status", "--state-dir", str(tmp / "empty.csv")],
+            2,
+            f"--state-dir: {tmp / 'empty.csv'} is a file, not a daemon's state directory",
+        ),
         (  # at 0.01 s a lone daemon lost and retook its lease 55 times in 12 s, a new
             # epoch and plan version each time
             "a lease shorter than its renewals",
