@@ -389,7 +389,7 @@ def _relative_to_file(
         if (
             not isinstance(in_file, str)
             or given is not None
-            or _env_names(field)[0] in os.environ
+            or _env_name(field) in os.environ
             or Path(in_file).is_absolute()
         ):
             continue
@@ -415,8 +415,8 @@ def attributed(problems: list[str], source: str) -> tuple[str, list[str]]:
     """``ConfigError``'s arguments: the first problem's source (``blame``), and the problems,
     each from another source prefixed with its own."""
     first = blame(problems, source)
-    rest = [(blame([q], source), q) for q in problems]
-    return first, [q if where == first else f"{where}: {q}" for where, q in rest]
+    each = [(blame([q], source), q) for q in problems]
+    return first, [q if where == first else f"{where}: {q}" for where, q in each]
 
 
 def _env_names(problem: str) -> list[str]:
@@ -424,7 +424,12 @@ def _env_names(problem: str) -> list[str]:
     ``TRIMTAB_METRICS__PORT``), then those that set a field of its section named in its text."""
     field, _, text = problem.partition(":")
     section, _, _ = field.strip().rpartition(".")
-    own = "TRIMTAB_" + field.strip().upper().replace(".", "__")
+    own = _env_name(field.strip())
     words = set(re.findall(r"[a-z_0-9]+", text))
-    named = [f"TRIMTAB_{section}__{w}".upper() for w in sorted(words) if section]
+    named = [_env_name(f"{section}.{w}") for w in sorted(words) if section]
     return [own, *(n for n in named if n != own)]
+
+
+def _env_name(field: str) -> str:
+    """The environment variable that sets a field: ``metrics.port`` -> ``TRIMTAB_METRICS__PORT``."""
+    return "TRIMTAB_" + field.upper().replace(".", "__")
