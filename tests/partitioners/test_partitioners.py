@@ -455,6 +455,30 @@ def test_partition_cli(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert bad.returncode == 2 and "magic" in bad.stderr
 
 
+def test_routing_time_is_routing_not_loading_the_kernels(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`routing_us_per_key` times routing only: loading PKG's numba kernel in a new process
+    (0.1-0.5 s, more when they compile) was counted, so on a short trace PKG read as the
+    slowest partitioner by orders of magnitude (140,000 us a key on 3 keys)."""
+    import json
+    from pathlib import Path
+
+    from tests.conftest import ROOT, SCENARIOS
+
+    trace = tmp_path / "three.csv"
+    trace.write_text("key,ts\n1,0.0\n2,0.5\n3,1.0\n")
+    exe = str(Path(sys.executable).parent / "trimtab")
+    args = ["--partitioners", "pkg,dalton", "--trace", str(trace), "--json"]
+    r = subprocess.run(
+        [exe, "partition", str(SCENARIOS / "zipf-moderate.yaml"), *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stderr
+    for row in json.loads(r.stdout):  # two route calls of a few keys each: well under 30 ms
+        assert row["tuples"] == 3 and row["routing_us_per_key"] < 10_000, row
+
+
 def test_a_users_event_file_feeds_the_partitioners_as_it_is(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """`trimtab partition --trace` takes the files `input import` takes: its key column named
     (`--key-col`), string keys hashed as the import hashes them; keys of any size (user ids
