@@ -172,7 +172,8 @@ class MasterRefused(RuntimeError):
     """A standalone master that never took the application: Spark's client retries for about
     a minute, then stops the context, and creating the session fails with "Cannot call
     methods on a stopped SparkContext". Something listens at the address, but it is not a
-    Spark master's RPC port (a web UI's port, say). Exit 3, as for an environment not ready."""
+    Spark master's RPC port: one that stays silent (an HTTP server, a web UI's port say, is
+    named before Spark starts by ``master_probe``). Exit 3, as for an environment not ready."""
 
     exit_code = 3
 

@@ -307,23 +307,15 @@ def check_not_ended(workdir: Path) -> None:
 
 def check_master(master: str) -> None:
     """Exit 2 naming ``--master`` unless trimtab runs on it (``session.master_problem``), and
-    3 when nothing listens at a standalone master's address, before Spark starts."""
-    import socket
-
+    3 when nothing listens at a standalone master's address or something other than a
+    master's RPC port answers there (``master_probe``), before Spark starts."""
+    from spark_adapter.master_probe import master_address_problem
     from spark_adapter.session import master_problem
 
     if problem := master_problem(master):
         fail(f"--master: {problem}")
-    if master.startswith("spark://"):
-        port = master.rsplit(":", 1)[1]
-        with socket.socket() as s:
-            s.settimeout(2.0)
-            if s.connect_ex(("127.0.0.1", int(port))) != 0:
-                fail(
-                    f"environment not ready: --master: nothing listens at {master} "
-                    "(`trimtab cluster up` starts one and prints its URL)",
-                    3,
-                )
+    if master.startswith("spark://") and (problem := master_address_problem(master)):
+        fail(f"environment not ready: --master: {problem}", 3)
 
 
 def load(path: Path) -> ScenarioFile:

@@ -67,6 +67,27 @@ def test_replay_on_a_standalone_cluster(tmp_path: Path) -> None:
         assert summary["master"] == info["master_url"]
         assert summary["output_matches_reference"] is True
         assert summary["batches"] == 3
+        # the probe before Spark starts left the master nothing to complain of
+        log = (state / "cluster-logs" / "master.log").read_text()
+        assert "Exception in connection" not in log, log[-3000:]
+        # the master's web UI given for its URL: named at once, with the URL it shows
+        web = f"spark://127.0.0.1:{info['master_web_port']}"
+        ui = _trimtab(
+            "replay",
+            str(SCENARIOS / "seed-groupby-window.yaml"),
+            "--substrate",
+            "spark",
+            "--master",
+            web,
+            "--workdir",
+            str(tmp_path / "ui"),
+        )
+        assert ui.returncode == 3, ui.stderr[-2000:]
+        assert ui.stderr.strip() == (
+            f"error: environment not ready: --master: {web} is a Spark master's web UI; "
+            f"the master's URL is {info['master_url']}"
+        )
+        assert not (tmp_path / "ui").exists()
     finally:
         down = _trimtab("cluster", "down", "--state-dir", str(state))
     assert down.returncode == 0, down.stderr
@@ -75,15 +96,17 @@ def test_replay_on_a_standalone_cluster(tmp_path: Path) -> None:
 
 
 def test_a_master_url_at_a_port_that_is_not_a_masters_is_one_line(tmp_path: Path) -> None:
-    """A spark:// URL whose port something else listens on (a master's web UI, say): Spark's
-    client retried for a minute, then the run ended in a Py4J error about a stopped
-    SparkContext (exit 1), which says nothing of the URL. It is named, exit 3."""
-    import http.server
-    import threading
+    """A spark:// URL whose port something else listens on, silently: the probe before Spark
+    starts cannot tell it from a master (an HTTP server it names at once, see
+    test_bad_input_sweep), so Spark's client retries for a minute and the context stops. That
+    ended in a Py4J error about a stopped SparkContext (exit 1), which said nothing of the
+    URL. It is named, exit 3."""
+    import socket
 
-    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    master = f"spark://127.0.0.1:{server.server_address[1]}"
+    server = socket.socket()  # listens, never answers
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    master = f"spark://127.0.0.1:{server.getsockname()[1]}"
     try:
         r = _trimtab(
             "replay",
@@ -98,8 +121,7 @@ def test_a_master_url_at_a_port_that_is_not_a_masters_is_one_line(tmp_path: Path
             master,
         )
     finally:
-        server.shutdown()
-        server.server_close()
+        server.close()
     last = r.stderr.strip().splitlines()[-1]
     assert r.returncode == 3, r.stderr[-2000:]
     assert last.startswith(f"error: environment not ready: --master: {master} did not take")

@@ -1535,3 +1535,45 @@ def test_place_names_an_unknown_algorithm_before_it_places_any(monkeypatch) -> N
     monkeypatch.setattr(compare, "feasible_set_ratio", measured)
     with pytest.raises(ValueError, match="--algorithm: unknown placement 'ROD'"):
         compare.place(load_scenario(BASE), ["rod", "ROD"])
+
+
+@pytest.mark.parametrize("command", ["replay", "pipeline"])
+def test_a_master_url_at_an_http_port_is_named_before_spark_starts(
+    tmp_path: Path, command: str
+) -> None:
+    """A spark:// URL at an HTTP server's port (a master's web UI or REST port, given for its
+    RPC port): Spark's client retried for about a minute before the run ended. The probe
+    before Spark starts names it at once (exit 3); a web UI also names the master's URL
+    (tests/cluster/test_standalone.py)."""
+    import http.server
+    import threading
+    import time
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    master = f"spark://127.0.0.1:{server.server_address[1]}"
+    work = tmp_path / "w"
+    argv = {
+        "replay": ["replay", str(GW), "--substrate", "spark", "--workdir", str(work)],
+        "pipeline": ["pipeline", "run", str(GW), "--workdir", str(work)],
+    }[command]
+    t0 = time.monotonic()
+    try:
+        r = subprocess.run(
+            [str(Path(sys.executable).parent / "trimtab"), *argv, "--master", master],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    took = time.monotonic() - t0
+    assert r.returncode == 3, r.stderr[-2000:]
+    assert r.stderr.strip() == (
+        f"error: environment not ready: --master: {master} answers as an HTTP server does, "
+        "not as a Spark master's RPC port (7077 by default; `trimtab cluster status` prints "
+        "the URL, and a master's web UI shows it at its top)"
+    )
+    assert took < 30, took  # Spark's client took about 60 s to give up
+    assert not work.exists()
