@@ -17,7 +17,9 @@ from core.footprint import BYTES_PER_WINDOW_PROFILED, machine_memory, windows_pr
 from core.keystats import hot_set_churn, rate_series, top_keys, zipf_fit
 from spark_adapter.event_import import EventImportError, checked_events
 
-__all__ = ["profile_events"]
+__all__ = ["MIN_WINDOW_S", "profile_events"]
+
+MIN_WINDOW_S = 0.001  # the shortest --window-s
 
 
 def profile_events(
@@ -36,6 +38,11 @@ def profile_events(
         span, window_s, BYTES_PER_WINDOW_PROFILED, ts_col, machine_memory()
     ):
         raise EventImportError(problem)
+    if ts.size and span < MIN_WINDOW_S:  # no window --window-s takes fits: say what is short
+        raise EventImportError(
+            f"{ts_col}: the events span {span:g} s: a rate over time needs them to span at "
+            f"least one window, and the shortest --window-s is {MIN_WINDOW_S:g} s"
+        )
     if ts.size and span < window_s:  # one partial window: a rate over time the events lack
         raise EventImportError(  # (1e12 s windows gave 3.6e-09 events/s), and no churn
             f"--window-s: {window_s:g} s is longer than the events' span, {span:g} s: no whole "

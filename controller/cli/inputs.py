@@ -198,7 +198,8 @@ def input_profile(
         str | None, typer.Option("--format", help="csv, parquet or jsonl (default: by suffix)")
     ] = None,
     window_s: Annotated[
-        float, typer.Option(callback=finite, min=0.001, help="window for rate and churn, s")
+        float,  # min: controller.event_profile.MIN_WINDOW_S (not imported here: it loads pandas)
+        typer.Option(callback=finite, min=0.001, help="window for rate and churn, s"),
     ] = 1.0,
     plot: Annotated[Path | None, typer.Option(help="write a PNG: rate and key skew")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print JSON")] = False,

@@ -251,6 +251,15 @@ def test_profile_measures_rates_in_whole_windows_only(tmp_path: Path) -> None:
         assert r["mean"] == r["p50"] == r["max"] == 100.0, (w, r)
     with pytest.raises(EventImportError, match=r"--window-s: 12 s is longer than the events' "):
         profile_events([events], window_s=12.0)
+    # events all at one time: no --window-s fits (it said "give at most 0 s")
+    instant = tmp_path / "instant.csv"
+    instant.write_text("ts,key\n5,a\n5,b\n5.0004,a\n")
+    with pytest.raises(EventImportError) as e:
+        profile_events([instant], window_s=0.001)
+    assert str(e.value) == (
+        "ts: the events span 0.0004 s: a rate over time needs them to span at least one "
+        "window, and the shortest --window-s is 0.001 s"
+    )
 
 
 def test_profile_cli(tmp_path: Path) -> None:
