@@ -213,7 +213,13 @@ class PlanLog:
     def _open(self, read_only: bool, polled: bool) -> None:
         if read_only:  # an existing log, opened so that nothing is written or created
             self._db = connect_read_only(self.path, leave_no_files=not polled)
-            self._db.execute("SELECT name FROM sqlite_master").fetchall()  # a database at all
+            tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master")}
+            # a database without the log's tables (an empty file, another SQLite file) read
+            # as "OperationalError: no such table: commits", exit 1; a polled reader may find
+            # a log its driver is creating
+            if not polled and (missing := sorted({"pins", "commits"} - tables)):
+                self._db.close()
+                raise ValueError(f"{self.path}: not a trimtab plan log (no {missing[0]} table)")
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)

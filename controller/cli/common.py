@@ -37,6 +37,8 @@ __all__ = [
     "given",
     "load",
     "names",
+    "out_file",
+    "outside_workdir",
     "print_json",
     "progress",
     "writable_dir",
@@ -239,6 +241,18 @@ def out_file(path: Path, flag: str) -> None:
         fail(f"{flag}: {path.parent} is not a directory")
     if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         fail(f"{flag}: {path} is not writable")
+
+
+def outside_workdir(path: Path, workdir: Path, flag: str) -> None:
+    """Exit 2 naming ``flag`` when ``path`` lies in the pipeline's working directory, whose
+    files are the pipeline's: a Parquet file written under its output/ was read as committed
+    output (``pipeline verify`` then found twice the reference's rows), and an existing
+    planlog.sqlite or run.json would be overwritten."""
+    if path.resolve().is_relative_to(workdir.resolve()):
+        fail(
+            f"{flag}: {path} is inside the working directory {workdir}, whose files are the "
+            "pipeline's (a file under its output/ is read as its output): write it elsewhere"
+        )
 
 
 def finite(value: float | None) -> float | None:

@@ -18,6 +18,7 @@ from controller.cli.common import (
     load,
     names,
     out_file,
+    outside_workdir,
     print_json,
 )
 from controller.cli.tables import show, table
@@ -223,6 +224,7 @@ def calibrate_cmd(
         check_spark_query(sc, scenario, "--scenario")
     if out is not None:
         out_file(out, "--out")
+        outside_workdir(out, workdir, "--out")
     try:
         ov = calibrate(workdir, sc, skip)
     except ValueError as e:

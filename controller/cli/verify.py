@@ -7,7 +7,14 @@ from typing import Annotated
 
 import typer
 
-from controller.cli.common import check_input_log, fail, load, out_file, print_json
+from controller.cli.common import (
+    check_input_log,
+    fail,
+    load,
+    out_file,
+    outside_workdir,
+    print_json,
+)
 from controller.cli.spark import pipeline_app
 
 
@@ -93,6 +100,7 @@ def pipeline_results(
         fail(f"--workdir: no plan log in {workdir} (not a pipeline's working directory)")
     if out is not None:
         out_file(out, "--out")
+        outside_workdir(out, workdir, "--out")
     try:
         log = PlanLog(workdir / "planlog.sqlite", read_only=True)
     except ValueError as e:

@@ -784,6 +784,37 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "--out: " + str(tmp / "st") + " is a directory",
         ),
+        (  # an empty file (or another SQLite file): "OperationalError: no such table", exit 1
+            "results of a plan log without its tables",
+            ["pipeline", "results", "--workdir", str(tmp / "res")],
+            2,
+            f"{tmp / 'res' / 'planlog.sqlite'}: not a trimtab plan log (no commits table)",
+        ),
+        (
+            "verify a plan log without its tables",
+            ["pipeline", "verify", str(GW), "--workdir", str(tmp / "res")],
+            2,
+            f"{tmp / 'res' / 'planlog.sqlite'}: not a trimtab plan log (no commits table)",
+        ),
+        (  # a Parquet file there was read as committed output: verify found twice the rows
+            "results --out into the pipeline's output",
+            [
+                "pipeline",
+                "results",
+                "--workdir",
+                str(tmp / "res"),
+                "--out",
+                str(tmp / "res" / "out.parquet"),
+            ],
+            2,
+            f"--out: {tmp / 'res' / 'out.parquet'} is inside the working directory {tmp / 'res'}",
+        ),
+        (
+            "calibrate --out over the run's own file",
+            ["calibrate", str(tmp / "res"), "--out", str(tmp / "res" / "planlog.sqlite")],
+            2,
+            f"--out: {tmp / 'res' / 'planlog.sqlite'} is inside the working directory",
+        ),
         (
             "profile --plot a directory",
             [
@@ -1456,6 +1487,8 @@ def test_bad_input_sweep(tmp_path: Path, busy_port: int) -> None:
     assert sorted(p.name for p in (tmp_path / "torn").iterdir()) == ["input"]
     assert [p.name for p in (tmp_path / "gw-pipe").iterdir()] == ["metrics"]  # no plan out
     assert not (tmp_path / "w5").exists()  # the refused import left no workdir behind
+    assert sorted(p.name for p in (tmp_path / "res").iterdir()) == ["planlog.sqlite"]
+    assert (tmp_path / "res" / "planlog.sqlite").read_bytes() == b""  # not written over
     assert not (tmp_path / "w4b").exists()  # nor the one under a blank stream name
     assert not (tmp_path / "w6").exists()  # the driver refused its master before any write
     assert not (tmp_path / "w-seg").exists()  # the refused segments: no log was made
