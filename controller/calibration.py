@@ -85,12 +85,22 @@ class CalibrationOverlay(TrimtabModel):
 
 
 ROUGH_FIT_R2 = 0.8  # a per-row fit explaining less of the busy time than this is called rough
+MIN_FIT_BATCHES = 3  # fewer batches: a fit (and a p99 of batch durations) too thin to trust
 
 
 def rough_fit(ov: CalibrationOverlay) -> str | None:
-    """What to tell the user when the per-row line explains little of the partitions' busy
-    time (a short run, or batches too alike in rows), or None for a fit worth its figures."""
+    """What to tell the user when the fit is thin or loose: fitted on fewer than
+    ``MIN_FIT_BATCHES`` batches (one batch on two partitions is two points, which a line
+    always fits: r^2 1.0 by construction, not by measurement), or a per-row line that
+    explains little of the partitions' busy time (a short run, or batches too alike in rows);
+    None for a fit worth its figures."""
     p = ov.calibration
+    if p.batches < MIN_FIT_BATCHES:
+        return (
+            f"the overlay is fitted on {p.batches} batch(es), fewer than {MIN_FIT_BATCHES}: "
+            f"its costs are rough (an r^2 of {p.busy_fit_r2:.2f} over so few points says "
+            "little) and its batch duration p99 is one of a few; calibrate a longer run"
+        )
     if p.busy_fit_r2 >= ROUGH_FIT_R2:
         return None
     return (

@@ -180,6 +180,19 @@ def test_a_rough_fit_is_written_with_a_note_that_says_so(tmp_path: Path) -> None
     assert "calibrate a longer run" in r.stderr, r.stderr
 
 
+def test_a_fit_on_too_few_batches_says_so(tmp_path: Path) -> None:
+    """One batch on two partitions is two points: the line through them fitted exactly (r^2
+    1.0) and the overlay was written without a word, its p50 and p99 the one batch's."""
+    out = tmp_path / "cal.yaml"
+    for n, rough in ((2, True), (3, True), (4, False)):  # the first is skipped (--skip 1)
+        work = _workdir(tmp_path / f"w{n}", _batches(n))
+        r = CliRunner().invoke(app, ["calibrate", str(work), "--out", str(out)])
+        assert r.exit_code == 0 and out.is_file(), r.output
+        assert load_overlay(out).calibration.busy_fit_r2 == pytest.approx(1.0)
+        said = f"fitted on {n - 1} batch(es), fewer than 3" in r.stderr
+        assert said == rough and ("calibrate a longer run" in r.stderr) == rough, r.stderr
+
+
 def _one_line_error(r, *words: str) -> None:  # type: ignore[no-untyped-def]
     assert r.exit_code == 2, r.output
     lines = [x for x in r.stderr.splitlines() if x.strip()]
