@@ -17,9 +17,10 @@ import struct
 import urllib.error
 import urllib.request
 
+from spark_adapter.session import LOOPBACK
+
 __all__ = ["master_address_problem"]
 
-LOOPBACK = "127.0.0.1"
 # a Spark RPC frame's length (64 bytes) and a blank line: an incomplete frame to Spark, a
 # malformed request to an HTTP server
 PROBE = struct.pack(">q", 64) + b"\r\n\r\n"
@@ -31,15 +32,16 @@ def master_address_problem(master: str, wait_s: float = 0.5) -> str | None:
     silent: Spark's own client then finds out, in about a minute)."""
     port = int(master.rsplit(":", 1)[1])
     try:
-        with socket.create_connection((LOOPBACK, port), timeout=2.0) as s:
-            s.sendall(PROBE)
-            s.settimeout(wait_s)
-            try:
-                reply = s.recv(64)
-            except OSError:  # a timeout: silence, as from a Spark RPC server
-                reply = b""
+        s = socket.create_connection((LOOPBACK, port), timeout=2.0)
     except OSError:
         return f"nothing listens at {master} (`trimtab cluster up` starts one and prints its URL)"
+    with s:
+        try:
+            s.sendall(PROBE)
+            s.settimeout(wait_s)
+            reply = s.recv(64)
+        except OSError:  # a timeout (silence, as from a Spark RPC server), or a reset
+            reply = b""
     if not reply:
         return None
     if spark := _spark_http(port):
