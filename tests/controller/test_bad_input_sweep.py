@@ -3,11 +3,14 @@ one gets exit 2 (or 3 for the environment), one line naming where and what, no t
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -1570,21 +1573,68 @@ def test_place_names_an_unknown_algorithm_before_it_places_any(monkeypatch) -> N
         compare.place(load_scenario(BASE), ["rod", "ROD"])
 
 
-@pytest.mark.parametrize("command", ["replay", "pipeline"])
-def test_a_master_url_at_an_http_port_is_named_before_spark_starts(
-    tmp_path: Path, command: str
+WHERE = (
+    "Spark master's RPC port (7077 by default; `trimtab cluster status` prints the URL, and a "
+    "master's web UI shows it at its top)"
+)
+
+
+class _Silent(threading.Thread):
+    """A TCP server that takes connections and says nothing (``close``: closes each at once)."""
+
+    def __init__(self, close: bool) -> None:
+        super().__init__(daemon=True)
+        self.sock, self.close, self.held = socket.socket(), close, []
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.server_address = self.sock.getsockname()
+
+    def run(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn = self.sock.accept()[0]
+                if self.close:
+                    conn.close()
+                else:
+                    self.held.append(conn)
+
+    def shutdown(self) -> None:
+        for c in self.held:
+            c.close()
+
+    def server_close(self) -> None:
+        self.sock.close()
+
+
+@pytest.mark.parametrize(
+    ("command", "server", "said"),
+    [
+        ("replay", "http", f"answers as an HTTP server does, not as a {WHERE}"),
+        ("pipeline", "http", f"answers as an HTTP server does, not as a {WHERE}"),
+        ("replay", "silent", f"did not answer in 3 s to a Spark RPC request: not a {WHERE}"),
+        ("pipeline", "silent", f"did not answer in 3 s to a Spark RPC request: not a {WHERE}"),
+        ("replay", "closing", f"closed the connection at a Spark RPC request: not a {WHERE}"),
+    ],
+)
+def test_a_master_url_at_another_servers_port_is_named_before_spark_starts(
+    tmp_path: Path, command: str, server: str, said: str
 ) -> None:
-    """A spark:// URL at an HTTP server's port (a master's web UI or REST port, given for its
-    RPC port): Spark's client retried for about a minute before the run ended. The probe
-    before Spark starts names it at once (exit 3); a web UI also names the master's URL
-    (tests/cluster/test_standalone.py)."""
+    """A spark:// URL at a port where no Spark RPC server answers (a master's web UI or REST
+    port given for its RPC port, a server that never answers, one that hangs up): Spark's
+    client retried for about a minute before the run ended. The probe before Spark starts
+    asks what a Spark server answers at once and names the port (exit 3); a web UI also names
+    the master's URL, and a real master is taken (tests/cluster/test_standalone.py)."""
     import http.server
-    import threading
     import time
 
-    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    master = f"spark://127.0.0.1:{server.server_address[1]}"
+    srv: Any
+    if server == "http":
+        srv = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+    else:
+        srv = _Silent(close=server == "closing")
+        srv.start()
+    master = f"spark://127.0.0.1:{srv.server_address[1]}"
     work = tmp_path / "w"
     argv = {
         "replay": ["replay", str(GW), "--substrate", "spark", "--workdir", str(work)],
@@ -1599,14 +1649,10 @@ def test_a_master_url_at_an_http_port_is_named_before_spark_starts(
             timeout=180,
         )
     finally:
-        server.shutdown()
-        server.server_close()
+        srv.shutdown()
+        srv.server_close()
     took = time.monotonic() - t0
     assert r.returncode == 3, r.stderr[-2000:]
-    assert r.stderr.strip() == (
-        f"error: environment not ready: --master: {master} answers as an HTTP server does, "
-        "not as a Spark master's RPC port (7077 by default; `trimtab cluster status` prints "
-        "the URL, and a master's web UI shows it at its top)"
-    )
+    assert r.stderr.strip() == f"error: environment not ready: --master: {master} {said}"
     assert took < 30, took  # Spark's client took about 60 s to give up
     assert not work.exists()
