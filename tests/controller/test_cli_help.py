@@ -104,3 +104,29 @@ def test_a_ctrl_c_while_the_command_line_loads_is_quiet(after_s: float) -> None:
     out, err = p.communicate(timeout=30)
     assert (p.returncode, err) == (130, ""), err[-2000:]
     assert out == ""  # it was still loading: no help printed
+
+
+def test_a_ctrl_c_while_typer_builds_the_commands_is_quiet() -> None:
+    """After the imports, typer builds the commands from their signatures (a tenth of a second
+    of annotation evaluation); a Ctrl-C then printed Python's trace of ``inspect`` or
+    ``typing``. The signal here arrives exactly then: exit 130, nothing printed."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    script = (
+        "import os, signal, sys, typer.main\n"
+        "real = typer.main.get_command\n"
+        "def building(app):\n"
+        "    os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C while the commands are built\n"
+        "    return real(app)\n"
+        "typer.main.get_command = building\n"
+        "sys.argv = ['trimtab', '--help']\n"
+        "from controller.entry import main\n"
+        "main()\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert (r.returncode, r.stderr, r.stdout) == (130, "", ""), r.stderr[-2000:]
