@@ -15,7 +15,7 @@ from typing import Any
 
 from controller.scenario import ScenarioFile
 from controller.spark_replay import replay_spark
-from spark_adapter.interrupt import holding_sigint
+from spark_adapter.interrupt import asked, holding_sigint
 
 __all__ = ["DEMO_KEYS", "run_demo"]
 
@@ -75,5 +75,10 @@ def run_demo(
             runs.append(res)
         return runs
     finally:
-        spark.stop()
-        shutil.rmtree(work, ignore_errors=True)
+        try:
+            spark.stop()
+        except Exception:
+            if not asked():  # else Spark's JVM went with the stop signal: the interruption tells
+                raise
+        finally:
+            shutil.rmtree(work, ignore_errors=True)

@@ -28,7 +28,7 @@ from controller.scenario import ScenarioFile
 from controller.spark_summary import SparkRun, run_summary
 from controller.wiring import make_policy, spark_context, with_shedding
 from simulator import SimResult
-from spark_adapter.interrupt import holding_sigint
+from spark_adapter.interrupt import Interrupted, asked, holding_sigint
 from spark_adapter.verification import output_mismatch
 
 __all__ = ["SparkRun", "replay_spark"]
@@ -86,14 +86,30 @@ def replay_spark(
         with watching(spark, ha.heartbeat_timeout_s, ha.failure_timeout_s) as monitor:
             summary, series = _run(pipe, sub, scenario, run, rows_in)
         summary |= monitor_report(monitor)
+    except Exception as e:  # after a stop signal the JVM got too (sent to the process group)
+        if asked() and not isinstance(e, Interrupted):
+            raise Interrupted("interrupted: Spark stopped with the signal, under the run") from e
+        raise
     finally:
-        pipe.cleanup()
-        if own:
-            spark.stop()
-        if workdir is None and not keep_workdir:
-            shutil.rmtree(work, ignore_errors=True)
+        _close(pipe, spark if own else None, work if workdir is None and not keep_workdir else None)
     summary["workdir"] = str(work) if workdir is not None or keep_workdir else None
     return ReplayResult(summary=summary, series=series, decisions=loop.records)
+
+
+def _close(pipe: Any, spark: Any, temporary: Path | None) -> None:
+    """The pipeline's cleanup, then ``spark`` stopped (a session this run started) and the
+    ``temporary`` working directory removed, whatever the cleanup raised. A cleanup that fails
+    after a stop signal (Spark's JVM gone with it) is not reported over the interruption."""
+    try:
+        pipe.cleanup()
+        if spark is not None:
+            spark.stop()
+    except Exception:
+        if not asked():
+            raise
+    finally:
+        if temporary is not None:
+            shutil.rmtree(temporary, ignore_errors=True)
 
 
 def _record_run(work: Path, scenario: ScenarioFile, run: SparkRun, scale: float) -> None:

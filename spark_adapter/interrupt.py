@@ -7,6 +7,12 @@ only asks: once the batch in progress has committed, the query is stopped (from 
 thread, while the query thread is between batches) and the run raises :class:`Interrupted`.
 A second SIGINT interrupts at once, as Python's default does.
 
+SIGTERM (``kill PID``, a job runner ending the command) is taken the same way, and the command
+exits 143 where a Ctrl-C exits 130: it killed the process at once, leaving a replay's
+temporary working directory (its input log, plans and output) behind, and the JVM printing a
+NullPointerException trace as it shut down under the running query. A SIGTERM sent to the
+whole process group (``timeout``) also reaches the JVM, which then stops Spark itself.
+
 Outside a batch run, a Spark command holds a Ctrl-C the same way (``sigint_held``): while the
 JVM starts, a Python interrupted in ``launch_gateway`` left the JVM to print its own trace; once
 PySpark's context is up, its handler fired inside a py4j call. A held Ctrl-C is carried out at
@@ -39,10 +45,12 @@ __all__ = [
 
 
 class Interrupted(Exception):
-    """A run that SIGINT stopped after a committed batch (the command line prints it as its
-    one line, with ``exit_code``, 128 + SIGINT, as a shell reports an interrupted command)."""
+    """A run that SIGINT or SIGTERM stopped at a safe point (the command line prints it as its
+    one line, with ``exit_code``, 128 + the signal, as a shell reports an interrupted command)."""
 
-    exit_code = 130
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.exit_code = 128 + _signal[0]
 
 
 class StopRequest:
@@ -61,12 +69,25 @@ class StopRequest:
 
 
 _asked = threading.Event()  # a first Ctrl-C, held for the next safe point
+_signal = [int(signal.SIGINT)]  # the signal that asked last
+STOPS = (signal.SIGINT, signal.SIGTERM)
 
 
 def _hold(signum: int, frame: Any) -> None:
     if _asked.is_set():
         raise KeyboardInterrupt
+    _signal[0] = signum
     _asked.set()
+
+
+def _handle(handler: Any) -> dict[int, Any]:
+    """``handler`` for SIGINT and SIGTERM; the handlers it replaced."""
+    return {s: signal.signal(s, handler) for s in STOPS}
+
+
+def _restore(old: dict[int, Any]) -> None:
+    for s, h in old.items():
+        signal.signal(s, h)
 
 
 def asked() -> bool:
@@ -82,18 +103,18 @@ def stop_if_asked(message: str) -> None:
 
 @contextlib.contextmanager
 def sigint_held() -> Iterator[None]:
-    """While inside (main thread only), a first SIGINT is held (``asked``) and a second
-    raises KeyboardInterrupt; the outermost one forgets it as it ends."""
+    """While inside (main thread only), a first SIGINT or SIGTERM is held (``asked``) and a
+    second raises KeyboardInterrupt; the outermost one forgets it as it ends."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.signal(signal.SIGINT, _hold)
+    old = _handle(_hold)
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, old)
-        if old is not _hold:  # the outermost: a held Ctrl-C was carried out or came too late
-            _asked.clear()
+        _restore(old)
+        if old[signal.SIGTERM] is not _hold:  # the outermost: a held stop was carried out
+            _asked.clear()  # or came too late
 
 
 def holding_sigint(fn: Callable[P, R]) -> Callable[P, R]:
@@ -116,8 +137,8 @@ def reclaim_sigint() -> None:
 
 @contextlib.contextmanager
 def sigint_asks(stop: StopRequest) -> Iterator[None]:
-    """While inside, a SIGINT sets ``stop.asked`` and a second raises KeyboardInterrupt (in the
-    main thread only: a signal handler cannot be set from another)."""
+    """While inside, a SIGINT or SIGTERM sets ``stop.asked`` and a second raises
+    KeyboardInterrupt (in the main thread only: a signal handler cannot be set from another)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -126,14 +147,15 @@ def sigint_asks(stop: StopRequest) -> Iterator[None]:
         if stop.asked.is_set():
             raise KeyboardInterrupt
         stop.asked.set()
+        _signal[0] = signum
         _asked.set()  # a command holding Ctrl-C around the run sees it too
 
-    old = signal.signal(signal.SIGINT, ask)
+    old = _handle(ask)
     if _asked.is_set():  # held while the query started: the first batch is the last
         stop.asked.set()
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, old)
-        if old is not _hold:  # no command holds Ctrl-C around this run
+        _restore(old)
+        if old[signal.SIGTERM] is not _hold:  # no command holds Ctrl-C around this run
             _asked.clear()

@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from spark_adapter.actuator import PlanLog
 from tests.conftest import SCENARIOS
 
@@ -48,6 +50,57 @@ def test_ctrl_c_stops_a_spark_replay_after_a_committed_batch(tmp_path: Path) -> 
     assert 2 <= stopped < BATCHES - 1, stopped
     written = sorted(int(d.name.split("=")[1]) for d in (work / "output").glob("batch=*"))
     assert written == committed, written
+
+
+@pytest.mark.parametrize("group", [False, True], ids=["pid", "process-group"])
+def test_sigterm_stops_a_spark_replay_the_same_way_and_removes_its_temporary_workdir(
+    tmp_path: Path, group: bool
+) -> None:
+    """``kill PID`` (a job runner ending the command) killed a Spark replay at once: its
+    temporary working directory (input log, plans, output) was left behind, and the JVM printed
+    a NullPointerException trace as it shut down under the running query. SIGTERM now stops it
+    as a Ctrl-C does, after a committed batch, exit 143; the directory is removed. Sent to the
+    process group (as ``timeout`` does) it stops Spark's JVM too: the run ended in
+    "ConnectionRefusedError", exit 1, with the directory left; now one line, exit 143."""
+    import os
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    exe = Path(sys.executable).with_name("trimtab")
+    cmd = [exe, "replay", str(SCENARIOS / "seed-groupby-window.yaml"), "--substrate", "spark"]
+    cmd += ["--batches", str(BATCHES)]
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    p = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=group,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while not list(tmp.glob("trimtab-spark-*/metrics/batch-00000002.json")):
+            assert p.poll() is None and time.monotonic() < deadline, p.communicate()
+            time.sleep(0.1)
+        if group:
+            os.killpg(p.pid, signal.SIGTERM)
+        else:
+            p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    assert p.returncode == 143, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    m = re.fullmatch(r"error: interrupted: the run stopped once batch (\d+) had committed", last)
+    if group:  # the JVM's own traces of its shutdown precede the line
+        assert m or last == "error: interrupted: Spark stopped with the signal, under the run"
+    else:
+        assert "Exception" not in err, err[-3000:]
+        assert m and 2 <= int(m.group(1)) < BATCHES - 1, err[-3000:]
+    assert out == ""
+    assert not list(tmp.glob("trimtab-spark-*")), list(tmp.iterdir())
 
 
 def _interrupt(cmd: list, ready: Callable[[subprocess.Popen], bool]) -> tuple[int, str, list]:
