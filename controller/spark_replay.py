@@ -73,16 +73,12 @@ def replay_spark(
     spark = _session(spark, scenario, master, partitions)
     work = Path(workdir or tempfile.mkdtemp(prefix="trimtab-spark-"))
     pipe, sub, loop = _steered_pipeline(spark, scenario, run, work, scale, interval_batches)
-    if input_dir is None:
-        silence = scenario.input_outages()  # a silent input: held back, then its backlog
-        rows_in = pipe.input.generate(scenario, batches, scale=scale, silence=silence)
-    else:
-        rows_in = _copy_input(Path(input_dir), pipe, set(pipe.q.streams))
-    _report_progress(pipe, progress)
-    publish_app(spark, work, master)
-    _record_run(work, scenario, run, scale)
     ha = scenario.controller.ha  # a stopped or dead executor is fenced within its timeouts
     try:
+        rows_in = _fill_input(pipe, scenario, batches, scale, input_dir)
+        _report_progress(pipe, progress)
+        publish_app(spark, work, master)
+        _record_run(work, scenario, run, scale)
         with watching(spark, ha.heartbeat_timeout_s, ha.failure_timeout_s) as monitor:
             summary, series = _run(pipe, sub, scenario, run, rows_in)
         summary |= monitor_report(monitor)
@@ -94,6 +90,17 @@ def replay_spark(
         _close(pipe, spark if own else None, work if workdir is None and not keep_workdir else None)
     summary["workdir"] = str(work) if workdir is not None or keep_workdir else None
     return ReplayResult(summary=summary, series=series, decisions=loop.records)
+
+
+def _fill_input(
+    pipe: Any, scenario: ScenarioFile, batches: int, scale: float, input_dir: str | Path | None
+) -> int:
+    """The pipeline's input log: the scenario's workload generated for ``batches`` (a silent
+    input held back, then its backlog), or the events imported into ``input_dir``."""
+    if input_dir is None:
+        silence = scenario.input_outages()
+        return pipe.input.generate(scenario, batches, scale=scale, silence=silence)
+    return _copy_input(Path(input_dir), pipe, set(pipe.q.streams))
 
 
 def _close(pipe: Any, spark: Any, temporary: Path | None) -> None:
