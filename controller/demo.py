@@ -8,14 +8,13 @@ report holds trimtab's plots.
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from controller.scenario import ScenarioFile
-from controller.spark_replay import replay_spark
-from spark_adapter.interrupt import asked, holding_sigint
+from controller.spark_replay import close_run, replay_spark
+from spark_adapter.interrupt import holding_sigint
 
 __all__ = ["DEMO_KEYS", "run_demo"]
 
@@ -75,10 +74,4 @@ def run_demo(
             runs.append(res)
         return runs
     finally:
-        try:
-            spark.stop()
-        except Exception:
-            if not asked():  # else Spark's JVM went with the stop signal: the interruption tells
-                raise
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+        close_run(None, spark, work)

@@ -31,7 +31,7 @@ from simulator import SimResult
 from spark_adapter.interrupt import Interrupted, asked, holding_sigint
 from spark_adapter.verification import output_mismatch
 
-__all__ = ["SparkRun", "replay_spark"]
+__all__ = ["SparkRun", "close_run", "replay_spark"]
 
 
 @holding_sigint  # a Ctrl-C is carried out once Spark is up, or between batches
@@ -87,7 +87,9 @@ def replay_spark(
             raise Interrupted("interrupted: Spark stopped with the signal, under the run") from e
         raise
     finally:
-        _close(pipe, spark if own else None, work if workdir is None and not keep_workdir else None)
+        close_run(
+            pipe, spark if own else None, work if workdir is None and not keep_workdir else None
+        )
     summary["workdir"] = str(work) if workdir is not None or keep_workdir else None
     return ReplayResult(summary=summary, series=series, decisions=loop.records)
 
@@ -103,12 +105,14 @@ def _fill_input(
     return _copy_input(Path(input_dir), pipe, set(pipe.q.streams))
 
 
-def _close(pipe: Any, spark: Any, temporary: Path | None) -> None:
-    """The pipeline's cleanup, then ``spark`` stopped (a session this run started) and the
-    ``temporary`` working directory removed, whatever the cleanup raised. A cleanup that fails
-    after a stop signal (Spark's JVM gone with it) is not reported over the interruption."""
+def close_run(pipe: Any, spark: Any, temporary: Path | None) -> None:
+    """The pipeline's cleanup (a ``pipe`` given), then ``spark`` stopped (a session the run
+    started) and the ``temporary`` working directory removed, whatever the cleanup raised. A
+    cleanup that fails after a stop signal (Spark's JVM gone with it) is not reported over the
+    interruption."""
     try:
-        pipe.cleanup()
+        if pipe is not None:
+            pipe.cleanup()
         if spark is not None:
             spark.stop()
     except Exception:

@@ -25,7 +25,7 @@ import urllib.request
 
 from spark_adapter.session import LOOPBACK
 
-__all__ = ["master_address_problem", "spark_stream_failure"]
+__all__ = ["master_address_problem"]
 
 # Spark's transport protocol (spark-network-common, ``Message.Type``): a frame is its length
 # (8 bytes, counting itself), the message type (1 byte) and the message; a StreamRequest is
@@ -42,7 +42,7 @@ WHERE = (
 )
 
 
-def spark_stream_failure(reply: bytes) -> bool:
+def _stream_failure(reply: bytes) -> bool:
     """Whether ``reply`` opens with Spark's refusal of the probe's stream: a StreamFailure
     frame naming ``STREAM_ID``."""
     if len(reply) < HEAD:
@@ -67,7 +67,7 @@ def master_address_problem(master: str, wait_s: float = WAIT_S) -> str | None:
         return f"nothing listens at {master} (`trimtab cluster up` starts one and prints its URL)"
     with s:
         reply, closed = _read_reply(s, wait_s)
-    if spark_stream_failure(reply):
+    if _stream_failure(reply):
         return None
     if not reply:
         how = "closed the connection at" if closed else f"did not answer in {wait_s:g} s to"
@@ -87,7 +87,7 @@ def _read_reply(s: socket.socket, wait_s: float) -> tuple[bytes, bool]:
         s.sendall(PROBE)
         s.settimeout(wait_s)
         while len(reply) < HEAD or (
-            spark_stream_failure(reply) and len(reply) < struct.unpack(">q", reply[:8])[0]
+            _stream_failure(reply) and len(reply) < struct.unpack(">q", reply[:8])[0]
         ):
             chunk = s.recv(65536)
             if not chunk:

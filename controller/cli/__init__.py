@@ -21,7 +21,7 @@ from controller.cli import daemon, inputs, offline, replays, spark, verify
 from controller.cli.common import app
 from controller.cli.tables import SPARK_KEYS, SUMMARY_KEYS
 
-__all__ = ["SPARK_KEYS", "SUMMARY_KEYS", "app", "command", "main"]
+__all__ = ["SPARK_KEYS", "SUMMARY_KEYS", "app", "command"]
 
 COMMAND_GROUPS = (
     replays,
@@ -65,10 +65,6 @@ for _cmd in [
 
 def command() -> click.Command:
     """``app`` as the click command it runs: typer builds it from the commands' signatures,
-    which takes a tenth of a second (``controller.entry`` builds it with a Ctrl-C held)."""
+    which takes a tenth of a second (``controller.entry``, the console script, builds it with
+    a Ctrl-C held, then runs it)."""
     return typer.main.get_command(app)
-
-
-def main() -> None:
-    """Console-script entry point."""
-    app()
