@@ -25,6 +25,7 @@ __all__ = [
     "TEST_CONF",
     "MasterRefused",
     "jvm_log_level",
+    "jvm_popen_kwargs",
     "make_session",
     "master_problem",
     "slowdown_conf",
@@ -105,7 +106,7 @@ def make_session(
     os.environ["SPARK_LOCAL_IP"] = LOOPBACK  # must precede the JVM start
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark import SparkConf, SparkContext
+    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
     opts = {
@@ -131,7 +132,7 @@ def make_session(
         # the context first: PySpark sets its own SIGINT handler as the context comes up
         # (cancel every job from inside the blocked py4j call); it is taken back at once,
         # before the session's slower start (the session then finds this context)
-        context = SparkContext.getOrCreate(SparkConf().setAll(list(opts.items())))
+        context = _context(SparkConf().setAll(list(opts.items())))
         reclaim_sigint()
         quiet_accumulator_eof(context)
         try:
@@ -150,6 +151,41 @@ def make_session(
             context.stop()
             raise
     return session
+
+
+def _context(conf: Any) -> Any:
+    """The SparkContext for ``conf``; the first in this process starts Spark's JVM in a process
+    group of its own (``jvm_popen_kwargs``)."""
+    from pyspark import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is None:  # no JVM yet: PySpark would start it in ours
+        return SparkContext(conf=conf, gateway=launch_gateway(conf, jvm_popen_kwargs()))
+    return SparkContext.getOrCreate(conf)
+
+
+def jvm_popen_kwargs() -> dict[str, Any]:
+    """How Spark's JVM is started: in a process group of its own, so that a signal to this
+    command's group (``timeout``, ``kill -TERM -PGID``, a job runner, a closing terminal's
+    SIGHUP) reaches this process alone. It stops the run after the committed batch and stops
+    Spark itself; the JVM stopped at once under the running query (a live driver said
+    "ConnectionRefusedError", exit 1, its lease held for a lease's time). The JVM still ends
+    with this process: it exits when its standard input (a pipe from here) closes. Not when a
+    terminal's ``tostop`` is set: a background group writing to the terminal is stopped there,
+    and the JVM logs to it.
+
+    >>> jvm_popen_kwargs() in ({"process_group": 0}, {})
+    True
+    """
+    import termios
+
+    for fd in (1, 2):
+        try:
+            if termios.tcgetattr(fd)[3] & termios.TOSTOP:
+                return {}
+        except (termios.error, OSError):  # not a terminal
+            continue
+    return {"process_group": 0}
 
 
 def quiet_accumulator_eof(context: Any) -> None:

@@ -32,11 +32,14 @@ EXE = str(Path(sys.executable).parent / "trimtab")
 SC = SCENARIOS / "seed-groupby-window.yaml"
 
 
-def _spawn(args: list[str], log: Path) -> subprocess.Popen:
+def _spawn(args: list[str], log: Path, group: bool = False) -> subprocess.Popen:
     """A process with its stdout piped (its JSON result, read at the end) and its stderr in
-    ``log``: a stderr pipe left unread while it runs blocks it once 64 KiB are written."""
+    ``log``: a stderr pipe left unread while it runs blocks it once 64 KiB are written. With
+    ``group``, in a process group (and session) of its own, as a shell's job is."""
     with log.open("w") as err:
-        proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=err, text=True)
+        proc = subprocess.Popen(
+            args, cwd=ROOT, stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=group
+        )
     proc.errlog = log  # type: ignore[attr-defined]
     return proc
 
@@ -62,7 +65,11 @@ def _sample(text: str, name: str) -> float:
 def test_live_driver_stops_on_sighup_and_the_next_one_resumes(tmp_path: Path) -> None:
     """Stopped by SIGHUP, as a driver run in a terminal is when the terminal closes (it died
     by the signal); SIGTERM and SIGINT stop it through the same handler
-    (``core.stopping``), as the writer's SIGTERM here shows."""
+    (``core.stopping``), as the writer's SIGTERM here shows. The signal goes to the driver's
+    whole process group, as a closing terminal's shell sends it to a job (and ``timeout`` or a
+    job runner its SIGTERM): Spark's JVM, in that group too, stopped at once under the
+    running query, and the driver said "ConnectionRefusedError", exit 1, its lease held; the
+    JVM now runs in a group of its own and the driver stops Spark itself."""
     # the workdir does not exist yet: a live driver started first makes it and waits (it
     # opened its lease in the missing directory: OperationalError, exit 1)
     logs, work = tmp_path, tmp_path / "w"
@@ -70,7 +77,9 @@ def test_live_driver_stops_on_sighup_and_the_next_one_resumes(tmp_path: Path) ->
     q = compile_query(sc)
     common = [str(SC), "--workdir", str(work)]
     run = [EXE, "pipeline", "run", *common, "--master", "local[2]", "--snapshot-every", "2"]
-    drv = _spawn([*run, "--trigger-s", "1", "--result", str(logs / "a.json")], logs / "a.err")
+    drv = _spawn(
+        [*run, "--trigger-s", "1", "--result", str(logs / "a.json")], logs / "a.err", group=True
+    )
     gen = None
     try:
         deadline = time.monotonic() + 180
@@ -93,7 +102,7 @@ def test_live_driver_stops_on_sighup_and_the_next_one_resumes(tmp_path: Path) ->
             time.sleep(0.5)
         os.kill(gen.pid, signal.SIGTERM)
         first_gen = _json_out(gen)
-        os.kill(drv.pid, signal.SIGHUP)
+        os.killpg(drv.pid, signal.SIGHUP)  # the driver, its JVM if in its group
         first = _json_out(drv)
         # a clean stop lets the lease go: the next driver need not wait for it to run out
         held = read_lease(work / "lease.sqlite", leave_no_files=True)
