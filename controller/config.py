@@ -130,13 +130,21 @@ class ControlSettings(TrimtabModel):
         return self
 
 
+# the shipped scenario a config that names none steers: the repository's file, found from any
+# directory (as a relative default it was looked for in the current one)
+DEFAULT_SCENARIO = str(
+    Path(__file__).resolve().parents[1] / "scenarios" / "anticorrelated-diurnal.yaml"
+)
+
+
 class SubstrateConfig(TrimtabModel):
     """What the daemon steers."""
 
     model_config = _STRICT
     kind: Literal["sim", "spark-external"] = "sim"
     scenario: str = Field(
-        "scenarios/anticorrelated-diurnal.yaml", description="scenario file (sim)"
+        DEFAULT_SCENARIO,
+        description="scenario file (sim); default: the shipped anticorrelated-diurnal",
     )
     ticks_per_round: int | None = Field(
         None, ge=1, description="simulated ticks per round; default interval_s / tick_s"

@@ -600,6 +600,25 @@ def test_validate_checks_configs_scenarios_and_plans(tmp_path: Path) -> None:
     assert "assignment" in r.stderr
 
 
+def test_a_config_naming_no_scenario_steers_the_shipped_one_from_any_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A config without ``substrate`` steers the shipped anticorrelated-diurnal; its default
+    path was relative, looked for in the current directory: outside the repository
+    ``validate`` said "substrate.scenario: file not found: scenarios/..." of a field the file
+    does not set, and ``run`` refused to start."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("control:\n  interval_s: 5\n")
+    r = subprocess.run([EXE, "validate", str(cfg)], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == f"ok: {cfg} (config)", r.stderr
+    monkeypatch.chdir(tmp_path)
+    s = load_settings(cfg)
+    assert Path(s.substrate.scenario) == SCENARIOS / "anticorrelated-diurnal.yaml"
+    d = Daemon(s)
+    d.tick()
+    assert d.loop.round == 1
+
+
 def _external_pipe(tmp_path: Path) -> tuple[Path, int, Path]:
     """A pipeline's working directory for a daemon in external mode: (scenario, key groups of
     its keyed stage, workdir with an empty metrics directory)."""
