@@ -8,8 +8,10 @@ Every Spark listener binds to 127.0.0.1: ``SPARK_LOCAL_IP`` is set before the JV
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +27,7 @@ __all__ = [
     "TEST_CONF",
     "MasterRefused",
     "jvm_log_level",
+    "jvm_lost",
     "jvm_popen_kwargs",
     "make_session",
     "master_problem",
@@ -135,6 +138,7 @@ def make_session(
         context = _context(SparkConf().setAll(list(opts.items())))
         reclaim_sigint()
         quiet_accumulator_eof(context)
+        _quiet_after_the_jvm()
         try:
             session = SparkSession.builder.config(map=opts).getOrCreate()
             context.setLogLevel("ERROR")
@@ -186,6 +190,52 @@ def jvm_popen_kwargs() -> dict[str, Any]:
         except (termios.error, OSError):  # not a terminal
             continue
     return {"process_group": 0}
+
+
+def _jvm_process() -> Any:
+    """The Popen of Spark's JVM this process started (None: none started, or PySpark runs
+    inside ``spark-submit``, which started it)."""
+    context = sys.modules.get("pyspark.core.context")
+    gateway = getattr(getattr(context, "SparkContext", None), "_gateway", None)
+    return getattr(gateway, "proc", None)
+
+
+def jvm_lost() -> str | None:
+    """Why Spark's JVM this process started has ended, as one line, or None (it runs, or
+    none was started). A JVM killed under a run (the kernel's out-of-memory killer, a
+    ``kill``) surfaced as whatever py4j call came next: "ConnectionRefusedError", or a
+    "Py4JError" of a DataFrame method, after py4j's traces of the lost connection."""
+    proc = _jvm_process()
+    if proc is None or proc.poll() is None:
+        return None
+    code = proc.returncode
+    if code < 0:
+        name = signal.Signals(-code).name if -code in signal.valid_signals() else "?"
+        how = f"killed by signal {-code} ({name}"
+        how += "; the kernel's out-of-memory killer sends it: see dmesg)" if -code == 9 else ")"
+    else:
+        how = f"exit code {code}"
+    return (
+        f"Spark's JVM (pid {proc.pid}) ended under the run, {how}; the batches committed "
+        "before it stand"
+    )
+
+
+class _AfterTheJvm(logging.Filter):
+    """Drops py4j's records once the JVM is gone: its traces of the lost connection (logged
+    to the root logger as well as its own) only say that the JVM ended, which ``jvm_lost``
+    says in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from_py4j = record.name.startswith("py4j") or "py4j" in record.pathname
+        return not (from_py4j and jvm_lost() is not None)
+
+
+def _quiet_after_the_jvm() -> None:
+    for name in ("", "py4j.clientserver", "py4j.java_gateway"):
+        log = logging.getLogger(name)
+        if not any(isinstance(f, _AfterTheJvm) for f in log.filters):
+            log.addFilter(_AfterTheJvm())
 
 
 def quiet_accumulator_eof(context: Any) -> None:

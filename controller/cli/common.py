@@ -93,6 +93,9 @@ class OneLineErrors(TyperGroup):
                 sys.exit(code)  # a Spark batch run stopped by Ctrl-C after a batch
             if debug:
                 raise
+            if lost := _jvm_lost():  # a py4j error of a JVM gone under the run
+                print(f"error: {lost}", file=sys.stderr)
+                sys.exit(1)
             text = " ".join(str(e).split()) or type(e).__name__
             print(
                 f"error: {type(e).__name__}: {text} (rerun with --debug for the traceback)",
@@ -100,6 +103,15 @@ class OneLineErrors(TyperGroup):
             )
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _jvm_lost() -> str | None:
+    """``session.jvm_lost`` when a Spark command ran (PySpark loaded), else None."""
+    if "pyspark" not in sys.modules:
+        return None
+    from spark_adapter.session import jvm_lost
+
+    return jvm_lost()
 
 
 app = typer.Typer(

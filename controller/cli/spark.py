@@ -102,6 +102,8 @@ def pipeline_run(
 
     Example: trimtab pipeline run scenarios/seed-groupby-window.yaml --workdir w --role standby
     """
+    from spark_adapter.plan_fit import PlanRefused
+    from spark_adapter.session import jvm_lost
     from spark_adapter.standby import EndedMeanwhile, run_driver
 
     sc = load(scenario)
@@ -110,8 +112,6 @@ def pipeline_run(
     if result is not None:
         out_file(result, "--result")
     _preflight(sc, scenario, workdir, master, partitions, role, trigger_s, default_plan)
-    from spark_adapter.plan_fit import PlanRefused
-
     try:
         out = run_driver(
             workdir,
@@ -139,7 +139,7 @@ def pipeline_run(
     except EndedMeanwhile as e:
         return _ended_meanwhile(e)
     except (ValueError, RuntimeError) as e:
-        fail(str(e), 1)
+        fail(jvm_lost() or str(e), 1)
     print_json({k: out[k] for k in DRIVER_KEYS})
 
 

@@ -370,3 +370,37 @@ def test_a_pipeline_a_batch_run_ended_refuses_to_run_on(tmp_path: Path) -> None:
     again = subprocess.run(run, capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and again.stderr == refused, again.stderr[-3000:]
     assert ended() == before
+
+
+def test_a_driver_whose_jvm_is_killed_says_so_in_one_line(tmp_path: Path) -> None:
+    """Spark's JVM killed under a live driver (the kernel's out-of-memory killer, a ``kill``):
+    the driver printed py4j's traces of the lost connection, then "error:
+    ConnectionRefusedError: [Errno 111] Connection refused". Now one line naming the JVM and
+    the signal, exit 1."""
+    import re
+
+    work = tmp_path / "w"
+    gen = [EXE, "input", "generate", str(SC), "--workdir", str(work), "--segments", "2"]
+    assert subprocess.run([*gen, "--scale", "0.1"], capture_output=True).returncode == 0
+    run = [EXE, "pipeline", "run", str(SC), "--workdir", str(work), "--default-plan"]
+    drv = _spawn([*run, "--trigger-s", "1"], tmp_path / "d.err")
+    try:
+        deadline = time.monotonic() + 180
+        while not list((work / "metrics").glob("batch-*.json")):  # a batch has run
+            assert time.monotonic() < deadline and drv.poll() is None, _err(drv)
+            time.sleep(0.2)
+        # the JVM this driver started (its child), not any other on the machine
+        jvm = [c for c in psutil.Process(drv.pid).children() if "java" in c.name()]
+        assert len(jvm) == 1, jvm
+        jvm[0].kill()
+        drv.communicate(timeout=120)
+    finally:
+        if drv.poll() is None:
+            drv.kill()
+            drv.wait()
+    err = (tmp_path / "d.err").read_text()
+    assert drv.returncode == 1, err[-3000:]
+    assert "Traceback" not in err and "Py4J" not in err, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    pattern = rf"error: Spark's JVM \(pid {jvm[0].pid}\) ended under the run, killed by signal 9 .*"
+    assert re.fullmatch(pattern, last), last
