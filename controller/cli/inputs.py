@@ -51,6 +51,7 @@ def input_generate(
         typer.Option(
             callback=finite,
             min=0.01,
+            max=3600,  # as control.interval_s; 1e10 overflowed the wait (exit 1)
             help="write live: one segment every S seconds (until SIGTERM)",
         ),
     ] = None,

@@ -60,6 +60,7 @@ TriggerOpt = Annotated[
     typer.Option(
         callback=finite,
         min=0.01,
+        max=3600,  # as control.interval_s; 1e300 failed in Spark's interval parser, once started
         help="follow the input log live, a micro-batch every S seconds, until the log is"
         " closed or SIGTERM (default: process the segments present and stop)",
     ),
@@ -75,7 +76,10 @@ ROLE_HELP = (
 LeaseTtlOpt = Annotated[
     float,
     typer.Option(
-        callback=finite, min=0.5, help="lease time to live: the standby takes over after it"
+        callback=finite,
+        min=0.5,
+        max=600,  # as control.lease_timeout_s; past 2.7e10 s the renewal's wait overflowed
+        help="lease time to live: the standby takes over after it",
     ),
 ]
 
@@ -304,6 +308,7 @@ def inject_cmd(
         typer.Option(
             callback=finite,
             min=0.1,
+            max=86400,  # a day; past 9.2e9 s the helper's sleep overflowed (never resumed)
             help="stop-executor, stop-controller(-in-commit): how long to stop it; "
             "silence-stream: how "
             "long the live writer holds the stream back",

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT, SCENARIOS
 
 EXE = str(Path(sys.executable).parent / "trimtab")
@@ -176,6 +178,35 @@ def test_every_number_flag_refuses_inf_and_nan() -> None:
             if r.exit_code != 2 or not named or len(err.splitlines()) != 1:
                 failures.append(f"{' '.join(path)} {flag} {bad}: exit {r.exit_code}: {err!r}")
     assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize(
+    ("path", "flag", "bound"),
+    [
+        (["input", "generate"], "--pace-s", 3600),
+        (["pipeline", "run"], "--trigger-s", 3600),
+        (["pipeline", "run"], "--lease-ttl-s", 600),
+        (["inject", "stop-executor", "1"], "--seconds", 86400),
+    ],
+)
+def test_a_wait_too_long_to_mean_anything_is_refused_by_name(
+    tmp_path: Path, path: list[str], flag: str, bound: int
+) -> None:
+    """Finite but huge waits passed the checks and failed later: ``input generate --pace-s
+    1e10`` overflowed its wait (OverflowError, exit 1); ``pipeline run --trigger-s 1e300``
+    failed in Spark's interval parser once Spark had started and made the workdir; a lease or
+    a stop past Python's longest wait (about 9.2e9 s) crashed the lease's renewal or the
+    helper that resumes a stopped executor. Bounded as the config's own (control.interval_s,
+    control.lease_timeout_s), a stop at a day."""
+    work = tmp_path / "w"
+    sc = [] if path[0] == "inject" else [str(SCENARIOS / "seed-groupby-window.yaml")]
+    args = [EXE, *path, *sc, "--workdir", str(work), flag, str(bound * 1.01)]
+    # before the bounds these ran on (an hour's pace, Spark started): the timeout fails them
+    r = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    err = r.stderr.strip()
+    assert r.returncode == 2 and err.splitlines() == [err], err
+    assert f"'{flag}'" in err and f"less than or equal to {bound}" in err, err
+    assert not work.exists()
 
 
 def test_a_log_of_another_scenarios_streams_is_refused_before_anything_runs(
