@@ -192,12 +192,13 @@ def jvm_popen_kwargs() -> dict[str, Any]:
     return {"process_group": 0}
 
 
-def _jvm_process() -> Any:
-    """The Popen of Spark's JVM this process started (None: none started, or PySpark runs
-    inside ``spark-submit``, which started it)."""
+def _jvm_ended() -> Any:
+    """The Popen of Spark's JVM this process started, once it has ended; else None (it runs,
+    none was started, or PySpark runs inside ``spark-submit``, which started it)."""
     context = sys.modules.get("pyspark.core.context")
     gateway = getattr(getattr(context, "SparkContext", None), "_gateway", None)
-    return getattr(gateway, "proc", None)
+    proc = getattr(gateway, "proc", None)
+    return proc if proc is not None and proc.poll() is not None else None
 
 
 def jvm_lost() -> str | None:
@@ -205,16 +206,15 @@ def jvm_lost() -> str | None:
     none was started). A JVM killed under a run (the kernel's out-of-memory killer, a
     ``kill``) surfaced as whatever py4j call came next: "ConnectionRefusedError", or a
     "Py4JError" of a DataFrame method, after py4j's traces of the lost connection."""
-    proc = _jvm_process()
-    if proc is None or proc.poll() is None:
+    if (proc := _jvm_ended()) is None:
         return None
     code = proc.returncode
-    if code < 0:
-        name = signal.Signals(-code).name if -code in signal.valid_signals() else "?"
-        how = f"killed by signal {-code} ({name}"
-        how += "; the kernel's out-of-memory killer sends it: see dmesg)" if -code == 9 else ")"
-    else:
+    if code >= 0:
         how = f"exit code {code}"
+    else:
+        name = signal.Signals(-code).name if -code in signal.valid_signals() else "?"
+        oom = "; the kernel's out-of-memory killer sends it: see dmesg" if -code == 9 else ""
+        how = f"killed by signal {-code} ({name}{oom})"
     return (
         f"Spark's JVM (pid {proc.pid}) ended under the run, {how}; the batches committed "
         "before it stand"
@@ -228,10 +228,11 @@ class _AfterTheJvm(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         from_py4j = record.name.startswith("py4j") or "py4j" in record.pathname
-        return not (from_py4j and jvm_lost() is not None)
+        return not (from_py4j and _jvm_ended() is not None)
 
 
 def _quiet_after_the_jvm() -> None:
+    """``_AfterTheJvm`` on the loggers py4j writes to (once each)."""
     for name in ("", "py4j.clientserver", "py4j.java_gateway"):
         log = logging.getLogger(name)
         if not any(isinstance(f, _AfterTheJvm) for f in log.filters):

@@ -22,6 +22,7 @@ from typer.core import TyperGroup
 
 from controller.scenario import ScenarioFile, load_scenario
 from core.scenario import MAX_KEY_GROUPS, ScenarioError
+from spark_adapter.session import jvm_lost
 
 __all__ = [
     "PartitionsOpt",
@@ -93,7 +94,7 @@ class OneLineErrors(TyperGroup):
                 sys.exit(code)  # a Spark batch run stopped by Ctrl-C after a batch
             if debug:
                 raise
-            if lost := _jvm_lost():  # a py4j error of a JVM gone under the run
+            if lost := jvm_lost():  # a py4j error of a JVM gone under the run
                 print(f"error: {lost}", file=sys.stderr)
                 sys.exit(1)
             text = " ".join(str(e).split()) or type(e).__name__
@@ -103,15 +104,6 @@ class OneLineErrors(TyperGroup):
             )
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
-
-
-def _jvm_lost() -> str | None:
-    """``session.jvm_lost`` when a Spark command ran (PySpark loaded), else None."""
-    if "pyspark" not in sys.modules:
-        return None
-    from spark_adapter.session import jvm_lost
-
-    return jvm_lost()
 
 
 app = typer.Typer(
