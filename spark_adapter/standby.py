@@ -130,12 +130,16 @@ def run_driver(
             epoch = _acquire(lease, holder, role, pipe)
         times["t_lease"] = time.time()
         hand_over = _heartbeat(lease, holder, epoch)
-        pipe.fence = lambda: lease.valid(epoch)
-        first_commit = _wire_driver(spark, pipe, work, o)
-        restored = pipe.restore()
-        times["t_restored"] = time.time()
-        ended = _run(pipe, o.trigger_s)
-    hand_over()  # a clean stop: the next driver takes over at once, not a lease's time later
+        # a clean stop, or a driver that failed (its JVM killed, say), lets the lease go: the
+        # next driver takes over at once, not a lease's time later
+        try:
+            pipe.fence = lambda: lease.valid(epoch)
+            first_commit = _wire_driver(spark, pipe, work, o)
+            restored = pipe.restore()
+            times["t_restored"] = time.time()
+            ended = _run(pipe, o.trigger_s)
+        finally:
+            hand_over()
     times["t_first_commit"] = first_commit[0] if first_commit else None
     times["t_end"] = time.time()
     result = {"role": role, "epoch": epoch, "restored_through": restored, "ended": ended}

@@ -404,3 +404,7 @@ def test_a_driver_whose_jvm_is_killed_says_so_in_one_line(tmp_path: Path) -> Non
     last = err.strip().splitlines()[-1]
     pattern = rf"error: Spark's JVM \(pid {jvm[0].pid}\) ended under the run, killed by signal 9 .*"
     assert re.fullmatch(pattern, last), last
+    # and it let the lease go as it stopped: a standby takes over at once, not a lease's time
+    # later (released, expires 0, not merely run out)
+    lease = read_lease(work / "lease.sqlite", leave_no_files=True)
+    assert lease is not None and lease.expires == 0, lease
