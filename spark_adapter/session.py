@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spark_adapter.interrupt import asked, reclaim_sigint, sigint_held, stop_if_asked
@@ -75,6 +76,8 @@ def slowdown_conf(slowdowns: dict[str, float]) -> dict[str, str]:
     return {SLOWDOWN_KEY: spec}
 
 
+# the driver JVM's logging: Spark's defaults at WARN, without the banner of its fallback on them
+LOG4J2 = Path(__file__).with_name("log4j2.properties")
 STANDALONE_EXECUTOR_MEMORY = "512m"  # spark.executor.memory on spark:// masters, unless set
 MASTERS = "local, local[N], local[*], local-cluster[W,C,MB] or spark://127.0.0.1:PORT"
 _LOCAL = re.compile(r"local(\[(\*|[1-9]\d*)\])?")
@@ -130,7 +133,7 @@ def make_session(
         # Spark's default (1g) does not fit a worker started with less; trimtab's tasks are
         # small pandas partitions
         opts["spark.executor.memory"] = STANDALONE_EXECUTOR_MEMORY
-    opts |= {**TEST_CONF, **(conf or {})}
+    opts = _logging_config({**opts, **TEST_CONF, **(conf or {})})
     with sigint_held():  # Ctrl-C while the JVM starts: the session is stopped, one line
         # the context first: PySpark sets its own SIGINT handler as the context comes up
         # (cancel every job from inside the blocked py4j call); it is taken back at once,
@@ -155,6 +158,16 @@ def make_session(
             context.stop()
             raise
     return session
+
+
+def _logging_config(opts: dict[str, str]) -> dict[str, str]:
+    """``opts`` with the driver JVM logging with ``LOG4J2``, unless they name a log4j2
+    configuration of their own."""
+    java = opts.get("spark.driver.extraJavaOptions", "")
+    if "log4j2.configurationFile" in java:
+        return opts
+    own = f"{java} -Dlog4j2.configurationFile={LOG4J2.as_uri()}".strip()  # spaces escaped
+    return opts | {"spark.driver.extraJavaOptions": own}
 
 
 def _context(conf: Any) -> Any:

@@ -567,6 +567,10 @@ def test_replay_cli_on_spark_reports_the_spark_keys(tmp_path: Path) -> None:
         env=env,
     )
     assert r.returncode == 0, r.stderr[-2000:]
+    # none of the banner of Spark's fallback on its default logging, nor Hadoop's native-
+    # library warning: lines a command-line user can do nothing with ("use sc.setLogLevel")
+    for banner in ("default log4j profile", "default log level", "setLogLevel", "native-hadoop"):
+        assert banner not in r.stderr, r.stderr[-2000:]
     out = json.loads(r.stdout)
     # its temporary working directory is gone (no --keep-workdir)
     assert out["workdir"] is None and not list(tmp.glob("trimtab-spark-*"))
