@@ -23,6 +23,7 @@ import json
 import sqlite3
 import threading
 from collections import deque
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -277,12 +278,17 @@ class DecisionLog:
         row = self._db.execute(q).fetchone()
         return None if row is None else Plan.from_json(row[0])
 
-    def last(self, n: int = 20) -> list[dict[str, Any]]:
-        """The ``n`` most recent rounds, oldest first (an ``n`` past SQLite's integers: all)."""
+    def last(self, n: int = 20, kinds: Collection[str] | None = None) -> list[dict[str, Any]]:
+        """The ``n`` most recent rounds, oldest first (an ``n`` past SQLite's integers: all);
+        with ``kinds``, the most recent of the rounds whose kind is, or joins with ``+``, one
+        of them (``place+shed`` is a ``place`` and a ``shed``)."""
+        where, args = "", [f"%+{k}+%" for k in sorted(kinds or ())]
+        if kinds is not None:
+            where = "WHERE " + (" OR ".join(["('+' || kind || '+') LIKE ?"] * len(args)) or "0")
         rows = self._db.execute(
             "SELECT ts, round, kind, reason, plan_version, applied, duration_s, observation, details FROM rounds "
-            "ORDER BY id DESC LIMIT ?",
-            (min(n, 2**63 - 1),),
+            f"{where} ORDER BY id DESC LIMIT ?",
+            (*args, min(n, 2**63 - 1)),
         ).fetchall()
         return [
             {

@@ -15,6 +15,10 @@ from controller.cli.common import app, err, fail, print_json
 from controller.cli.tables import show
 from core.scenario import ScenarioError
 
+# controller.gates.DecisionKind's values (not imported: numpy and the settings would load with
+# the command line); a round's kind is one of them or several joined with "+"
+KINDS = ("hold", "place", "recover", "reroute", "scale", "shed")
+
 
 @app.command("run")
 def run_cmd(
@@ -207,22 +211,47 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _kinds(kind: str | None, changes: bool) -> set[str] | None:
+    """The decision kinds ``decisions`` shows (None: every round), from ``--kind`` and
+    ``--changes``; an unknown kind, or ``hold`` with ``--changes``, exits 2 naming it."""
+    wanted = set(KINDS) - {"hold"} if changes else None
+    if kind is None:
+        return wanted
+    named = {k.strip() for k in kind.split(",") if k.strip()}
+    if not named:
+        fail("--kind: no kind named")
+    for k in sorted(named):
+        if k not in KINDS:
+            fail(f"--kind: {k!r} is not a decision kind ({', '.join(KINDS)})")
+    if changes and "hold" in named:
+        fail("--kind: 'hold' with --changes, which leaves the holds out")
+    return named & wanted if wanted is not None else named
+
+
 @app.command("decisions")
 def decisions_cmd(
     decision_log: Annotated[
         Path, typer.Option(envvar="TRIMTAB_DECISION_LOG", help="SQLite decision log")
     ] = Path(".trimtab/decisions.sqlite"),
     last: Annotated[int, typer.Option(min=1, help="how many recent rounds")] = 20,
+    kind: Annotated[
+        str | None,
+        typer.Option(help=f"only rounds of these kinds, comma-separated: {', '.join(KINDS)}"),
+    ] = None,
+    changes: Annotated[
+        bool, typer.Option("--changes", help="only rounds that decided something: not hold")
+    ] = False,
     json_out: Annotated[
         bool, typer.Option("--json", help="print a JSON list of decisions")
     ] = False,
 ) -> None:
     """The most recent decisions with their reasons.
 
-    Example: trimtab decisions --last 5 --json
+    Example: trimtab decisions --changes --last 5 --json
     """
     from controller.decisionlog import DecisionLog, DecisionLogError
 
+    kinds = _kinds(kind, changes)
     if not decision_log.exists():
         fail(
             f"--decision-log: no decision log at {decision_log} (a config's relative "
@@ -230,7 +259,7 @@ def decisions_cmd(
         )
     try:
         log = DecisionLog.read_only(decision_log)
-        rows = log.last(last)
+        rows = log.last(last, kinds)
         log.close()
     except DecisionLogError as e:
         fail(f"--decision-log: {e}")
@@ -238,8 +267,9 @@ def decisions_cmd(
         print_json(rows)
         return
     days = sorted({r["time"][:10] for r in rows})
-    span = " to ".join(days[:1] + days[1:][-1:]) or "none yet"
-    t = Table(expand=True, title=f"decisions, {span} (UTC)")
+    span = " to ".join(days[:1] + days[1:][-1:]) or ("none" if kinds else "none yet")
+    what = "decisions" if kinds is None else f"decisions ({', '.join(sorted(kinds))})"
+    t = Table(expand=True, title=f"{what}, {span} (UTC)")
     for c in ("time", "round", "kind", "plan", "applied", "round s"):
         t.add_column(c, no_wrap=True)
     # the rest of the width: the reasons are what is read

@@ -1245,3 +1245,52 @@ def test_sighup_stops_the_daemon_cleanly_and_lets_the_lease_go(tmp_path: Path) -
     assert json.loads(st.read_text())["stopped"] is True
     lease = read_lease(lease_file(tmp_path / "d.sqlite"))
     assert lease is not None and lease.expires < time.time(), lease
+
+
+def test_decisions_shows_the_kinds_asked_for(tmp_path: Path) -> None:
+    """A long-running daemon's log is mostly holds: `decisions --kind` and `--changes` show
+    the rounds that did something (a joined kind, place+shed, is each of its parts), the
+    newest --last of them; an unknown kind is named before the log is read."""
+    from typer.testing import CliRunner
+
+    from controller.cli import app
+    from controller.cli.daemon import KINDS
+    from controller.decisionlog import DecisionLog
+    from controller.gates import DecisionKind
+
+    assert set(KINDS) == {k.value for k in DecisionKind}  # the command line lists them all
+    path = tmp_path / "d.sqlite"
+    log = DecisionLog(path)
+    kinds = ["hold", "place", "hold", "place+shed", "reroute", "hold", "hold"]
+    for i, k in enumerate(kinds, start=1):
+        log.record(1e9 + i, i, k, f"why {i}", 1, k != "hold", 0.01, {}, {})
+    log.close()
+
+    def rounds(*args: str) -> list[int]:
+        r = CliRunner().invoke(app, ["decisions", "--decision-log", str(path), "--json", *args])
+        assert r.exit_code == 0, r.output
+        return [d["round"] for d in json.loads(r.stdout)]
+
+    assert rounds() == [1, 2, 3, 4, 5, 6, 7]
+    assert rounds("--kind", "shed") == [4]
+    assert rounds("--kind", "place") == [2, 4]
+    assert rounds("--kind", "reroute, shed") == [4, 5]
+    assert rounds("--changes") == [2, 4, 5]
+    assert rounds("--changes", "--last", "2") == [4, 5]  # the newest of those asked for
+    assert rounds("--changes", "--kind", "place") == [2, 4]
+    assert rounds("--kind", "hold", "--last", "3") == [3, 6, 7]
+    assert rounds("--kind", "scale") == []
+    table = CliRunner().invoke(app, ["decisions", "--decision-log", str(path), "--kind", "scale"])
+    assert "decisions (scale), none (UTC)" in table.stdout, table.stdout
+    for bad, said in [
+        ("plac", "error: --kind: 'plac' is not a decision kind (hold, place, recover,"),
+        (",", "error: --kind: no kind named"),
+    ]:
+        missing = str(tmp_path / "none.sqlite")  # the flag is checked before the log is read
+        r = CliRunner().invoke(app, ["decisions", "--decision-log", missing, "--kind", bad])
+        assert r.exit_code == 2 and r.stderr.startswith(said), r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+    r = CliRunner().invoke(
+        app, ["decisions", "--decision-log", str(path), "--changes", "--kind", "hold"]
+    )
+    assert r.exit_code == 2 and "'hold' with --changes" in r.stderr, r.stderr
