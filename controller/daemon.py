@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 from controller.config import Settings
-from controller.decisionlog import DecisionLog, iso_utc
-from controller.gates import in_blackout
+from controller.decisionlog import DecisionLog, change_summary, iso_utc
+from controller.gates import DecisionKind, in_blackout
 from controller.leadership import Leadership
 from controller.logs import configure_logging
 from controller.loop import ControlLoop
@@ -68,6 +68,8 @@ class Daemon:
         self.log = DecisionLog(settings.decision_log, settings.decision_retention_rounds, wait_s)
         self._log_waiting = 0  # the most records that have waited in this streak
         self.round_base = self.log.last_round()  # rounds go on counting across restarts
+        # the newest round that was not a hold (at a restart: the one before it)
+        self.last_change = self.log.last_change({k.value for k in DecisionKind} - {"hold"})
         self.telemetry = Telemetry(pipeline=settings.substrate.kind != "sim")
         self._newest_batch = -1  # of the steered pipeline (external mode)
         self.loop = ControlLoop(
@@ -240,6 +242,9 @@ class Daemon:
         )
         if decision.plan is not None:
             self.log.record_plan(now, decision.plan, applied=rec.applied)
+        if rec.kind != DecisionKind.HOLD:
+            n = self.round_base + rec.round + self.log.round_shift
+            self.last_change = change_summary(n, now, rec.kind, rec.reason)
         self._note_log_backlog()
         self._export(rec, decision.plan)
         self.telemetry.tick_duration.observe(time.perf_counter() - t0)
@@ -284,21 +289,15 @@ class Daemon:
 
     def status(self) -> dict[str, Any]:
         """What the daemon is doing."""
-        recs = self.loop.records
-        last = recs[-1] if recs else None
+        last = self.loop.records[-1] if self.loop.records else None
+        n = last and self.round_base + last.round + self.log.round_shift
         return {
             "pid": os.getpid(),
             "started": self.started,
             "started_utc": iso_utc(self.started),
             "substrate": self.settings.substrate.kind,
-            "last_round": None
-            if last is None
-            else {
-                "round": self.round_base + last.round + self.log.round_shift,
-                "time": iso_utc(time.time()),
-                "kind": last.kind,
-                "reason": last.reason,
-            },
+            "last_round": last and change_summary(n, time.time(), last.kind, last.reason),
+            "last_change": self.last_change,
             "plan_version": self.loop.plan.version,
             "dry_run": self.settings.control.dry_run,
             "policies": {  # in effect: the config's settings over the scenario's

@@ -60,6 +60,11 @@ class DecisionLogError(ValueError):
     """A file that is not a readable trimtab decision log."""
 
 
+def change_summary(round_no: int, ts: float, kind: str, reason: str) -> dict[str, Any]:
+    """A round as a daemon's status shows it: its number, time, kind and reason."""
+    return {"round": round_no, "time": iso_utc(ts), "kind": str(kind), "reason": reason}
+
+
 class DecisionLog:
     """Append-only rounds and plans in SQLite, safe to read while the daemon writes."""
 
@@ -305,6 +310,16 @@ class DecisionLog:
             }
             for r in reversed(rows)
         ]
+
+    def last_change(self, kinds: Collection[str]) -> dict[str, Any] | None:
+        """The newest round of ``kinds`` (the kinds that decide something) as a daemon's
+        status shows it (``change_summary``), or None."""
+        rows = self.last(1, kinds)
+        return (
+            change_summary(*(rows[0][k] for k in ("round", "ts", "kind", "reason")))
+            if rows
+            else None
+        )
 
     def last_round(self) -> int:
         """The highest round number recorded (0 for an empty log)."""

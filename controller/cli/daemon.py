@@ -151,8 +151,8 @@ def status_cmd(
     ] = Path(".trimtab"),
     json_out: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
-    """What the daemon is doing: role (primary or standby), epoch, last round, plan version,
-    policies and health. With standbys sharing the decision log, it names the leader.
+    """What the daemon is doing: role (primary or standby), epoch, last round, last change
+    (the newest round that was not a hold), plan version, policies and health. With standbys sharing the decision log, it names the leader.
 
     Example: trimtab status
     """
@@ -193,6 +193,7 @@ def status_cmd(
         "dry_run",
         "policies",
         "last_round",
+        "last_change",
         "health",
         "metrics_port",
         "decision_log",

@@ -15,7 +15,11 @@ from controller.cli import app
     [
         ([], "inject", "names the application and the driver), into the controller holding"),
         ([], "publish-operator", "a new plan version that the next batch pins"),
-        ([], "status", "epoch, last round, plan version, policies and health."),
+        (
+            [],
+            "status",
+            "(the newest round that was not a hold), plan version, policies and health.",
+        ),
         (["pipeline"], "results", "Read-only. Prints counts as JSON; --out writes the rows."),
     ],
 )

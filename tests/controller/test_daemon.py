@@ -87,10 +87,15 @@ def test_restart_resumes_at_the_logged_plan_version(tmp_path: Path) -> None:
         d.tick()
     v = d.loop.plan.version
     assert v >= 1
+    # status names the newest round that decided something, not only the last (a hold)
+    changes = DecisionLog.read_only(tmp_path / "decisions.sqlite").last(1, {"place", "shed"})
+    change = {k: changes[0][k] for k in ("round", "time", "kind", "reason")}
+    assert d.status()["last_change"] == change and d.status()["last_round"]["kind"] == "hold"
     d.lead.close()  # a clean stop releases the lease
     d.log.close()
     again = Daemon(settings(tmp_path))
     assert again.resumed_from == v
+    assert again.status()["last_change"] == change  # read from the log, before any round
     # the resumed plan is published as the next version, under the new controller epoch
     assert again.loop.plan.version == v + 1 and again.loop.plan.epoch == d.loop.plan.epoch + 1
     assert again.loop.plan.placement == d.loop.plan.placement
