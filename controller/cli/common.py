@@ -61,6 +61,26 @@ def _examples_as_written(cmd: Any) -> None:
         _examples_as_written(sub)
 
 
+def _not_finite(e: click.exceptions.UsageError, argv: list[str]) -> str | None:
+    """A bounded number flag given ``nan``, ``inf`` or ``1e999``, worded as every other number
+    flag's (``finite``): typer's range check runs before the callback and said ``nan`` "should
+    be less than or equal to 3600"."""
+    param = getattr(e, "param", None)
+    if not isinstance(e, click.exceptions.BadParameter) or param is None:
+        return None
+    for i, arg in enumerate(argv):
+        for opt in param.opts:
+            raw = argv[i + 1] if arg == opt and i + 1 < len(argv) else None
+            raw = arg[len(opt) + 1 :] if arg.startswith(f"{opt}=") else raw
+            try:
+                value = float(raw) if raw is not None else 0.0
+            except ValueError:
+                continue
+            if not math.isfinite(value):
+                return f"Invalid value for '{opt}': {raw}: a finite number is needed"
+    return None
+
+
 class OneLineErrors(TyperGroup):
     """The command group: usage errors as one ``error: ...`` line with exit 2 (not a box), and
     an unexpected exception as one line with exit 1 unless ``--debug`` asks for the traceback."""
@@ -78,7 +98,7 @@ class OneLineErrors(TyperGroup):
             print(e.ctx.get_help() if e.ctx else e.format_message())
             sys.exit(2)
         except click.exceptions.UsageError as e:
-            msg = " ".join(e.format_message().split())
+            msg = _not_finite(e, argv) or " ".join(e.format_message().split())
             where = f"{e.ctx.command_path.split(' ', 1)[-1]}: " if e.ctx and e.ctx.parent else ""
             print(f"error: {where}{msg}", file=sys.stderr)
             sys.exit(2)
