@@ -136,6 +136,46 @@ def test_dchoices_worker_sets_and_wchoices_reach() -> None:
     assert np.unique(w2[zipf(1.4, 100_000) == 0]).size == n  # W-Choices: any worker
 
 
+def test_a_key_above_theta_is_head_and_one_below_is_not() -> None:
+    """The head rule: a key whose (over-)estimated share exceeds theta (1 / 5n) takes d (W-
+    Choices: any) workers, a key below it PKG's two. n = 10, theta = 0.02: a key at 3% of the
+    stream is head, one at 1% is not (the head test at twice theta passed the suite)."""
+    rng = np.random.default_rng(3)
+    m = 100_000
+    keys = rng.integers(1_000, 1_000_000, m)  # a tail of shares far below theta
+    pos = rng.permutation(m)
+    keys[pos[:3_000]] = 0  # 3%: head
+    keys[pos[3_000:4_000]] = 1  # 1%: not head
+    late = np.arange(m) >= m // 2  # past the first tuples, each a share of 1 when seen
+    for cls in (DChoices, WChoices):
+        r = cls(10)
+        assert r.theta == pytest.approx(0.02)
+        w = r.route(keys)
+        assert np.unique(w[late & (keys == 1)]).size <= 2, cls.__name__
+        if cls is WChoices:  # D-Choices' d for a 3% head at n = 10 is PKG's 2
+            assert np.unique(w[late & (keys == 0)]).size > 2
+
+
+def test_a_windowed_summary_forgets_a_head_key_once_it_cools() -> None:
+    """With ``window`` the summary halves every window, so a hot-key shift shows: a key at 30%
+    that falls to 1% leaves the head within a few windows, the new hot key joins it, and the
+    cooled key is back on PKG's two choices (a summary that did not halve kept it head)."""
+    rng = np.random.default_rng(4)
+    tail = rng.integers(1_000, 1_000_000, 80_000)
+    before, after = tail[:20_000].copy(), tail[20_000:].copy()
+    before[rng.permutation(20_000)[:6_000]] = 0  # key 0 at 30%
+    pos = rng.permutation(60_000)
+    after[pos[:18_000]] = 1  # then key 1 at 30%
+    after[pos[18_000:18_600]] = 0  # and key 0 at 1%
+    wc = WChoices(10, window=5_000)
+    wc.route(before)
+    w = wc.route(after)
+    head = set(wc.head()[0].tolist())
+    assert 1 in head and 0 not in head, head
+    late = np.arange(after.size) >= 40_000  # 8 windows on: 30% weighs 2^-8 of its share
+    assert np.unique(w[late & (after == 0)]).size <= 2
+
+
 def test_spacesaving_never_underestimates() -> None:
     keys = zipf(1.2, 30_000, space=500)
     dc = DChoices(10)
@@ -228,6 +268,12 @@ def test_consistent_grouping() -> None:
     assert np.all(v_of[moved] == vw)  # only the moved VW's keys changed worker
     assert np.all(after[v_of == vw] == 3)
 
+    # an overloaded worker keeps its last VW (else none of the keys could reach it again)
+    one = ConsistentGrouping(2, replicas=1)
+    one.feedback(utilization=np.array([1.0, 0.1]))
+    assert one.vw_worker.tolist() == [0, 1] and one.moves == []
+    assert set(one.route(np.arange(200)).tolist()) == {0, 1}
+
 
 def test_capa_rules() -> None:
     c = CAPA(4, variant="cm", window=100, slides=4)
@@ -246,6 +292,27 @@ def test_capa_rules() -> None:
     assert ex.cardinalities().sum() > 0
     ex.route(np.full(40, 99, dtype=np.int64))  # a full window later the old keys expired
     assert ex.cardinalities().sum() <= 2
+
+
+def test_cam_sends_a_new_key_to_its_candidate_with_fewer_tuples() -> None:
+    """cAM's rule for a key neither candidate holds: the one with fewer tuples in the window
+    (affinity alone was tested; the fallback sending to the busier candidate passed)."""
+    cam = CAPA(4, variant="cam")
+    cam.route(np.full(500, 11, dtype=np.int64))  # one worker holds 500 tuples
+    checked = 0
+    for k in range(5000, 5200):  # new keys, each neither candidate holds
+        a, b = candidates(np.array([k]), 4, 2)[0]
+        if cam.tup[a] == cam.tup[b]:
+            continue
+        expect = a if cam.tup[a] < cam.tup[b] else b
+        assert cam.route(np.array([k]))[0] == expect, (k, a, b, cam.tup.tolist())
+        checked += 1
+    assert checked >= 50
+    # and over many new keys, the two choices balance the tuples (PKG's bound)
+    fresh = CAPA(8, variant="cam", key_space=40_000)
+    w = fresh.route(np.arange(20_000, 40_000))
+    load = np.bincount(w, minlength=8)
+    assert load.max() / load.mean() < 1.05, load
 
 
 def test_ecapa_worked_example_and_probes() -> None:
@@ -312,9 +379,29 @@ def test_dalton_hot_threshold_and_reward_weight_adapt() -> None:
     assert hot_divisor(1, 0.5, 0.1, 3, 4) == 1  # the cap can still grow first
     assert hot_divisor(64, 0.5, 0.1, 4, 4) == 100
     assert hot_divisor(8, 0.01, 0.1, 4, 4) == 4
+    assert hot_divisor(8, 0.03, 0.1, 4, 4) == 8  # under target / 2, not under target / 4
+    assert hot_divisor(8, 0.02, 0.1, 4, 4, held=0.2) == 8  # the held load keeps it
     assert reduce_weight(0.5, 0.3, 0.1) == 0.25
     assert reduce_weight(0.05, 0.3, 0.1) == 0.05
     assert reduce_weight(0.25, 0.01, 0.1) == 0.5
+    assert reduce_weight(0.2, 0.03, 0.1) == 0.2  # between target / 4 and target: kept
+
+
+def test_a_dalton_key_above_a_workers_share_turns_hot_and_splits() -> None:
+    """A key is hot when its interval count exceeds the interval's reference tuples / (n div),
+    div 1 until an interval's end adapts it: in a first interval at n = 4, a key with 35% of
+    the tuples so far is hot and split over several workers, one with 15% is hashed whole (a
+    threshold of twice 1 / n passed the suite)."""
+    rng = np.random.default_rng(5)
+    m = 20_000
+    keys = rng.integers(100, 5_000, m)
+    pos = rng.permutation(m)
+    keys[pos[:7_000]] = 0  # 35%
+    keys[pos[7_000:10_000]] = 1  # 15%
+    d = Dalton(4, seed=2, interval=m, key_space=5_000)
+    w = d.route(keys)
+    assert np.unique(w[keys == 0]).size > 1
+    assert np.unique(w[keys == 1]).size == 1
 
 
 def test_dalton_regains_balance_after_shift() -> None:
