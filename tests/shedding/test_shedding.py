@@ -86,6 +86,10 @@ def test_lp_feasible_and_dominates_baselines(mc: tuple[ShedModel, np.ndarray]) -
         assert p.objective == pytest.approx(ceiling, rel=1e-7, abs=1e-9)
     more = lp.solve_lp(model, cap * 1.5)
     assert more.objective >= p.objective - 1e-7
+    # the headroom is planned against: loads within headroom x capacity
+    tight = lp.solve_lp(model, cap, headroom=0.5)
+    assert np.all(lp.node_loads(model, np.array(tight.keep)) <= 0.5 * cap + 1e-7)
+    assert tight.objective <= p.objective + 1e-7
 
 
 def test_fit_matches_lp_on_small_networks() -> None:
@@ -104,6 +108,10 @@ def test_fit_matches_lp_on_small_networks() -> None:
         got = fit.fit_plan(model, cap, grid=40).objective
         assert got <= opt + 1e-9
         assert got >= opt - float(model.gain.sum()) / 40 - 1e-9
+        # with headroom, both plan against headroom x capacity
+        f = fit.fit_plan(model, cap, grid=40, headroom=0.6)
+        assert np.all(lp.node_loads(model, np.array(f.keep)) <= 0.6 * cap + 1e-9)
+        assert f.objective <= lp.solve_lp(model, cap, headroom=0.6).objective + 1e-9
 
 
 def test_split_formulation() -> None:
@@ -124,6 +132,12 @@ def test_split_formulation() -> None:
     assert np.all(eff[1:] <= eff[0] + 1e-9)
     assert np.all(lp.node_loads(model, eff) <= np.array([1.0, 0.5]) + 1e-7)
     assert plan.keep[1] < plan.keep[2]  # the cheap, valuable branch is kept over the costly one
+    # FIT on the same split: its branches keep no more than their parent, so it cannot beat
+    # the LP's optimum, and it reaches it up to its grid
+    for cap in ([1.0, 0.5], [0.1, 5.0]):  # the branches' node tight; the parent's node tight
+        opt = lp.solve_lp(model, np.array(cap)).objective
+        f = fit.fit_plan(model, np.array(cap), grid=20)
+        assert opt - float(model.gain.sum()) / 20 - 1e-9 <= f.objective <= opt + 1e-9, cap
 
 
 def test_degenerate_inputs_are_defined() -> None:
