@@ -62,6 +62,20 @@ def test_one_way_moves_at_most_half_plus_one(x: np.ndarray, n: int) -> None:
     assert np.all(np.isin(assign, [0, 1]))
 
 
+def test_one_way_fix_up_moves_one_operator_up_to_the_whole_gap() -> None:
+    """[Ref-impl] fix-up: when half the gap left after the main loop is still above
+    pair_threshold, one positively scored operator up to the whole gap moves. The sender holds
+    two in-phase operators of 0.5, the receiver one of 0.05 in anti-phase: half the gap (0.475)
+    admits neither, the whole gap (0.95) admits one, and it moves (without the fix-up, none)."""
+    t = np.arange(20)
+    wave = 0.1 * np.sin(2 * np.pi * t / 10)
+    x = np.vstack([0.5 + wave, 0.5 + wave, 0.05 - 0.4 * wave])
+    assign = np.array([0, 0, 1])
+    moves = C.one_way(x, assign, 0, 1, np.ones(2))
+    assert len(moves) == 1 and moves[0].score > 0, moves
+    assert sorted(assign.tolist()) == [0, 1, 1]
+
+
 @given(
     arrays(
         np.float64, st.tuples(st.integers(1, 15), st.integers(3, 10)), elements=st.floats(0.0, 1.0)

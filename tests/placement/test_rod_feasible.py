@@ -94,6 +94,15 @@ def test_lower_bound_changes_the_plan_where_it_must() -> None:
     assert plain.tolist() != bounded.tolist()
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_class_i_follows_each_nodes_share_of_the_capacity(seed: int) -> None:
+    """A Class I node is one the unit fits within its share C_i / C_T: on nodes of capacity 4
+    and 1, ten equal units go about 8 to 2 (with an equal share, 1 / n, they went 5 to 5 and
+    the small node ran at four times the big one's utilisation)."""
+    a = rod(np.ones((10, 1)), np.array([4.0, 1.0]), seed=seed)
+    assert np.bincount(a, minlength=2)[0] >= 7, a
+
+
 def test_baselines_place_each_once() -> None:
     load = np.array([3.0, 1.0, 2.0, 2.0])
     assert baselines.llf(load, np.ones(2)).tolist() == [0, 0, 1, 1]
