@@ -77,6 +77,14 @@ def test_upstream_backup_trims_after_checkpoint() -> None:
     assert ub.trim() == [5, 6, 7, 8, 9]
     with pytest.raises(ValueError, match="offset"):
         ub.append(3)
+    # a checkpoint ahead of the acknowledged output: the trim point is the smaller of the
+    # oldest unacknowledged offset and what the checkpointed state needs
+    ahead = UpstreamBackup()
+    for o in range(10):
+        ahead.append(o)
+    ahead.checkpoint(9, state_depends_from=10)
+    ahead.ack(4)
+    assert ahead.trim() == [0, 1, 2, 3, 4] and ahead.retained == [5, 6, 7, 8, 9]
 
 
 def test_detector_pause_shorter_than_timeout_is_not_a_failure() -> None:
