@@ -2,8 +2,8 @@
 
 ``Gates`` answers with the reason to hold, or None to go on:
 
-* before the round: warm-up (fewer samples than ``warmup_samples``), cooldown (fewer than
-  ``cooldown_rounds`` rounds since the last change), a blackout window;
+* before the round: warm-up (fewer samples than ``warmup_samples``), cooldown (the
+  ``cooldown_rounds`` rounds after a change hold), a blackout window;
 * on a proposal: more moves than ``max_moves``, or an expected drop of the mean node-load
   variance below ``min_gain``.
 
@@ -66,6 +66,8 @@ class Gates:
     'warm-up: 2 samples, fewer than 3'
     >>> g.before_round(samples=5, rounds_since_change=1)
     'cooldown: 1 round(s) since the last change, cooldown_rounds=2'
+    >>> g.before_round(samples=5, rounds_since_change=2)  # the second round after it holds too
+    'cooldown: 2 round(s) since the last change, cooldown_rounds=2'
     >>> g.before_round(samples=5, rounds_since_change=3) is None
     True
     >>> g.on_proposal(moves=4, gain=1.0)
@@ -143,6 +145,19 @@ class HoldList:
     ) -> list[int]:
         """Undo the proposed moves of held units in ``new``, and of units moved in the last
         ``churn_rounds`` rounds; returns those units (a global step's plan is not filtered).
+
+        A move after which the variance did not fall holds its units ``hold_rounds`` rounds:
+
+        >>> h = HoldList(hold_rounds=3)
+        >>> h.moved([0], 1.0, round_now=5)
+        >>> h.judge(1.2, round_now=6)  # the variance rose: unit 0 stays put through round 9
+        >>> new, old = np.array([1, 1]), np.array([0, 0])
+        >>> h.filter(new.copy(), old, round_now=9), h.filter(new.copy(), old, 10)
+        ([0], [])
+        >>> h.moved([1], 1.0, round_now=10)
+        >>> h.judge(0.8, round_now=11)  # it fell: unit 1 may move again
+        >>> h.filter(new.copy(), old, round_now=11)
+        []
 
         >>> h = HoldList(hold_rounds=0, churn_rounds=2)
         >>> h.moved([0], 1.0, round_now=5)

@@ -1,8 +1,12 @@
 """Shedding in the control loop: when to shed, with which method, and with what hysteresis.
 
 Shed when the predicted load at the current input rates exceeds ``headroom x capacity`` on
-any node; stop once every node's predicted unshed load is below 90% of that; switch plans only
+any node; stop once every node's predicted unshed load fits within it again (below 90% of it
+without re-solving; from 90% to 100% the re-solved plan keeps every tuple, and the drops are
+lifted as well: there is no band in which drops stay for a load that fits); switch plans only
 when the weighted output changes by more than 2% or the current plan would overload a node.
+What holds drops through a dip is the rates' rule below: a fall acts once the mean of the last
+three samples shows it.
 
 Two inputs keep latency bounded when the load moves faster than the rounds [project choice]:
 the current rates are the larger of the newest sample and the mean of the last three (a rise
