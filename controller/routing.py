@@ -93,6 +93,16 @@ class RoutingPolicy:
         return new, f"{self.name}: {len(hot)} hot key(s) split, table from placement", details
 
     def _close(self, a: Quotas, b: Quotas) -> bool:
+        """Whether quotas ``b`` are ``a`` up to ``min_change`` in every fraction.
+
+        >>> r = RoutingPolicy("pkg", "count", 8, 2)
+        >>> r._close({7: ((0, 0.5), (1, 0.5))}, {7: ((0, 0.53), (1, 0.47))})
+        True
+        >>> r._close({7: ((0, 0.5), (1, 0.5))}, {7: ((0, 0.9), (1, 0.1))})
+        False
+        >>> r._close({7: ((0, 1.0),)}, {7: ((1, 1.0),)}), r._close({7: ((0, 1.0),)}, {})
+        (False, False)
+        """
         if set(a) != set(b):
             return False
         for k in a:

@@ -133,6 +133,11 @@ def quotas_from_routing(
     >>> w = np.array([0, 1, 1, 1, 0, 0, 1])
     >>> quotas_from_routing(k, w, 2, 0.2, 8)
     {1: ((0, 0.25), (1, 0.75)), 2: ((0, 1.0),)}
+
+    A worker's fraction under ``min_fraction`` is dropped and the rest renormalised:
+
+    >>> quotas_from_routing(np.ones(200, np.int64), np.r_[np.zeros(199), 1].astype(int), 2, 0.2, 8)
+    {1: ((0, 1.0),)}
     """
     if sample.size == 0:
         return {}

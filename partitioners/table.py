@@ -24,6 +24,16 @@ class TableRouting:
     >>> t = TableRouting(2, table=np.array([1, 1, 1, 1]))
     >>> t.route(np.arange(6)).tolist()
     [1, 1, 1, 1, 1, 1]
+
+    A key with more than ``1 / (5 n)`` of the batch (here 0.1) is hot and goes to the hot
+    partitioner (round-robin shuffling here); one with less follows the table:
+
+    >>> from partitioners.shuffle import Shuffle
+    >>> t = TableRouting(2, table=np.zeros(4, np.int64), hot=Shuffle(2))
+    >>> keys = np.r_[np.full(15, 5), np.full(5, 6), np.arange(100, 180)]
+    >>> w = t.route(keys)
+    >>> sorted(set(w[keys == 5].tolist())), sorted(set(w[keys == 6].tolist()))
+    ([0, 1], [0])
     """
 
     def __init__(
