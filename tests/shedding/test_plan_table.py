@@ -97,6 +97,13 @@ def test_table_hits_evicts_and_replans() -> None:
     costly = replace(base, load=base.load * 1.2)  # costs up 20% > 10% tolerance
     table.lookup(replace(costly, rate=np.array([0.5, 0.5])), cap, version=7)
     assert table.stats.replans == 2
+    # a rate beyond the grid's end (1.5x the maximum it was built for) rebuilds the grid on
+    # the new maximum: one cell of 10% of it, not some forty of the old grid's
+    table.lookup(replace(costly, rate=np.array([0.5, 0.5])), cap, version=7)
+    assert table.stats.replans == 2
+    g, key = table.grid(replace(costly, rate=np.array([2.0, 2.0])))
+    assert table.stats.replans == 3 and key == (10, 10), key
+    assert g == pytest.approx([2.0, 2.0])
     with pytest.raises(ValueError, match="step"):
         PlanTable(step=0)
 
