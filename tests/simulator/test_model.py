@@ -114,3 +114,40 @@ def test_each_input_stream_loads_key_groups_by_its_own_keys() -> None:
     assert hot_a != hot_b
     assert per_tuple[hot_a, 0] > 1.5 * per_tuple[hot_a, 1], per_tuple
     assert per_tuple[hot_b, 1] > 1.5 * per_tuple[hot_b, 0], per_tuple
+
+
+def _two_node(faults: list[dict] | None = None, latency_ms: float = 0.0) -> Simulator:
+    nodes = [{"id": i, "capacity": 1.0, "latency_ms": latency_ms} for i in ("A", "B")]
+    sc = load_scenario(
+        SCENARIOS / "seed-shedding-2node.yaml",
+        overrides={"faults": faults or [], "cluster": {"nodes": nodes}},
+    )
+    sim = Simulator(sc)
+    plan = Plan(
+        placement=Placement(units=sim.units.ids, nodes=sim.cluster.ids, assignment=(0, 1, 0, 1)),
+        shed=ShedPlan(locations=sim.net.streams, keep=(0.2, 0.4)),
+    )
+    sim.apply(plan)
+    return sim
+
+
+def test_a_slow_fault_divides_its_nodes_capacity() -> None:
+    """The LP's keeps fill both nodes exactly (output 0.6/s); node A at half speed from 10 s
+    to 30 s completes less, and a backlog builds on it (a slowdown that did not reach the
+    node's capacity passed the suite)."""
+    sim = _two_node([{"at_s": 10, "kind": "slow", "node": "A", "factor": 2.0, "duration_s": 20}])
+    sim.step(30)
+    done = sim.rec["completed"][:30].sum(axis=1)
+    assert done[2:10] == pytest.approx(np.full(8, 0.6))
+    assert done[12:30].max() < 0.6 - 0.05, done[12:30]
+    assert sim.totals()["queued"] > 1.0
+
+
+def test_latency_counts_each_nodes_network_latency() -> None:
+    """With no backlog, a tuple's latency is its service plus each visited node's network
+    latency: 50 ms per node adds at least 50 ms (a latency without the hops passed)."""
+    base, far = _two_node(), _two_node(latency_ms=50.0)
+    base.step(20)
+    far.step(20)
+    lat0, lat1 = base.rec["latency"][5:20], far.rec["latency"][5:20]
+    assert np.all(lat1 - lat0 >= 0.05 - 1e-9), (lat0[0], lat1[0])
