@@ -12,27 +12,6 @@ from shedding import lp
 from shedding.loadmodel import ShedModel
 
 
-def test_a_replan_that_keeps_everything_stops_shedding() -> None:
-    m = ShedModel(
-        ("s1", "s2"),
-        np.array([[1.0, 3.0], [2.0, 1.0]]),
-        np.ones(2),
-        np.ones(2),
-        np.array([-1, -1]),
-        np.zeros(2),
-    )
-    full = lp.node_loads(m, np.ones(2))
-    headroom = 0.9
-    cap = full / (0.95 * headroom)  # the full load is 95% of the limit: no overload
-    current = ShedPlan(method="lp", locations=("s1", "s2"), keep=(0.5, 0.5))
-    d = decide_shedding("lp", headroom, m, cap, current, ("n0", "n1"))
-    assert d.shed is not None and not any(k < 1.0 for k in d.shed.keep), d.shed
-    assert "stop shedding" in d.reason, d.reason
-    # while no drop is in place, the same load is no decision at all
-    idle = decide_shedding("lp", headroom, m, cap, ShedPlan(method="lp"), ("n0", "n1"))
-    assert idle.shed is None and idle.reason == "no node overloaded"
-
-
 def _canonical() -> ShedModel:
     """Two inputs on two nodes (load [[1, 3], [2, 1]], rates and gains 1): overloaded at
     capacity 1, the LP keeps (0.2, 0.4), weighted output 0.6."""
@@ -44,6 +23,20 @@ def _canonical() -> ShedModel:
         np.array([-1, -1]),
         np.zeros(2),
     )
+
+
+def test_a_replan_that_keeps_everything_stops_shedding() -> None:
+    m = _canonical()
+    full = lp.node_loads(m, np.ones(2))
+    headroom = 0.9
+    cap = full / (0.95 * headroom)  # the full load is 95% of the limit: no overload
+    current = ShedPlan(method="lp", locations=("s1", "s2"), keep=(0.5, 0.5))
+    d = decide_shedding("lp", headroom, m, cap, current, ("n0", "n1"))
+    assert d.shed is not None and not any(k < 1.0 for k in d.shed.keep), d.shed
+    assert "stop shedding" in d.reason, d.reason
+    # while no drop is in place, the same load is no decision at all
+    idle = decide_shedding("lp", headroom, m, cap, ShedPlan(method="lp"), ("n0", "n1"))
+    assert idle.shed is None and idle.reason == "no node overloaded"
 
 
 def _decide(keep: tuple[float, float]) -> object:
