@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -205,13 +206,26 @@ def jvm_popen_kwargs() -> dict[str, Any]:
     return {"process_group": 0}
 
 
-def _jvm_ended() -> Any:
-    """The Popen of Spark's JVM this process started, once it has ended; else None (it runs,
-    none was started, or PySpark runs inside ``spark-submit``, which started it)."""
+def _jvm_proc() -> Any:
+    """The Popen of Spark's JVM this process started, or None (none was started, or PySpark
+    runs inside ``spark-submit``, which started it)."""
     context = sys.modules.get("pyspark.core.context")
     gateway = getattr(getattr(context, "SparkContext", None), "_gateway", None)
-    proc = getattr(gateway, "proc", None)
-    return proc if proc is not None and proc.poll() is not None else None
+    return getattr(gateway, "proc", None)
+
+
+def _jvm_ended(wait_s: float = 0.0) -> Any:
+    """The Popen of Spark's JVM this process started, once it has ended (waiting up to
+    ``wait_s`` for that); else None (it runs, or none was started)."""
+    proc = _jvm_proc()
+    if proc is None:
+        return None
+    if proc.poll() is None and wait_s > 0:
+        try:
+            proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            return None
+    return proc if proc.poll() is not None else None
 
 
 def jvm_lost() -> str | None:
@@ -234,14 +248,22 @@ def jvm_lost() -> str | None:
     )
 
 
+LOST_WAIT_S = 2.0  # a killed JVM's sockets close as it exits: it is reaped milliseconds later
+
+
 class _AfterTheJvm(logging.Filter):
     """Drops py4j's records once the JVM is gone: its traces of the lost connection (logged
     to the root logger as well as its own) only say that the JVM ended, which ``jvm_lost``
-    says in one line."""
+    says in one line. A record of a lost connection waits up to ``LOST_WAIT_S`` for the JVM
+    to be seen ended: a killed JVM resets its connection before it is reaped, and the trace
+    of that reset reached the terminal in one CI run of several."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from_py4j = record.name.startswith("py4j") or "py4j" in record.pathname
-        return not (from_py4j and _jvm_ended() is not None)
+        if not (record.name.startswith("py4j") or "py4j" in record.pathname):
+            return True
+        exc = record.exc_info[1] if record.exc_info else None
+        lost = isinstance(exc, OSError) or type(exc).__name__ == "Py4JNetworkError"
+        return _jvm_ended(LOST_WAIT_S if lost else 0.0) is None
 
 
 def _quiet_after_the_jvm() -> None:

@@ -408,3 +408,35 @@ def test_a_driver_whose_jvm_is_killed_says_so_in_one_line(tmp_path: Path) -> Non
     # later (released, expires 0, not merely run out)
     lease = read_lease(work / "lease.sqlite", leave_no_files=True)
     assert lease is not None and lease.expires == 0, lease
+
+
+def test_a_lost_connection_trace_waits_for_the_jvm_to_be_seen_ended(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A killed JVM resets py4j's connection before it is reaped: py4j's "Exception while
+    sending command" trace was logged while the JVM still looked alive, and reached the
+    terminal above the one-line error (one CI run). The filter waits for the JVM to end; a
+    record that is not of a lost connection, or not py4j's, passes at once."""
+    import logging
+
+    from spark_adapter import session
+
+    jvm = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
+    monkeypatch.setattr(session, "_jvm_proc", lambda: jvm)
+    try:
+
+        def record(name: str, exc: BaseException | None) -> logging.LogRecord:
+            info = (type(exc), exc, None) if exc else None
+            return logging.LogRecord(name, logging.ERROR, "x.py", 1, "m", None, info)
+
+        keep = session._AfterTheJvm()
+        t0 = time.monotonic()
+        assert keep.filter(record("py4j.clientserver", None))  # the JVM runs: kept, no wait
+        assert keep.filter(record("trimtab", ConnectionResetError()))  # not py4j's
+        assert time.monotonic() - t0 < 0.3
+        # py4j's trace of the reset: held until the JVM ends (here within 0.5 s), then dropped
+        assert not keep.filter(record("py4j.clientserver", ConnectionResetError(104, "reset")))
+        assert jvm.poll() is not None
+    finally:
+        jvm.kill()
+        jvm.wait()
