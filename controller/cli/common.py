@@ -72,8 +72,10 @@ def _not_finite(e: click.exceptions.UsageError, argv: list[str]) -> str | None:
         for opt in param.opts:
             raw = argv[i + 1] if arg == opt and i + 1 < len(argv) else None
             raw = arg[len(opt) + 1 :] if arg.startswith(f"{opt}=") else raw
+            if raw is None:
+                continue
             try:
-                value = float(raw) if raw is not None else 0.0
+                value = float(raw)
             except ValueError:
                 continue
             if not math.isfinite(value):
