@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
-from numba import njit
 from numpy.typing import NDArray
 
 from core.hashing import stable_mod
+from core.jit import njit
 
 __all__ = [
     "LocalOnly",
@@ -84,7 +84,7 @@ def candidates(keys: IntArray, n: int, d: int) -> IntArray:
     return out
 
 
-@njit(cache=True)
+@njit
 def _xxh64_long(v: np.uint64, seed: np.uint64) -> np.uint64:  # pragma: no cover - compiled
     h = seed + np.uint64(0x27D4EB2F165667C5) + np.uint64(8)
     k1 = v * np.uint64(0xC2B2AE3D27D4EB4F)
@@ -100,7 +100,7 @@ def _xxh64_long(v: np.uint64, seed: np.uint64) -> np.uint64:  # pragma: no cover
     return h ^ (h >> np.uint64(32))
 
 
-@njit(cache=True)
+@njit
 def mix64_mod(key: np.int64, seed: np.int64, n: np.int64) -> np.int64:  # pragma: no cover
     """``core.hashing.stable_mod(key, n, seed)`` inside compiled kernels."""
     first = _xxh64_long(np.uint64(key), np.uint64(42))

@@ -23,14 +23,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from numba import njit
 
+from core.jit import njit
 from partitioners.base import Array, IntArray, LocalOnly, as_keys, candidates
 
 __all__ = ["CAPA", "ECAPA", "ProbeLatency", "completion_time"]
 
 
-@njit(cache=True)
+@njit
 def _route(
     cand, keys, mode, cnt, card, tup, ring_k, ring_w, ring_len, pos, slide, lat_term, mult
 ):  # pragma: no cover

@@ -15,8 +15,8 @@ cluster, i.e. overloaded above 1.2x and underloaded below 0.8x its fair share.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from core.jit import njit
 from partitioners.base import Array, IntArray, as_keys, mix64_mod
 
 __all__ = ["ConsistentGrouping", "vw_counts"]
@@ -38,7 +38,7 @@ def vw_counts(capacities: Array, v: int) -> IntArray:
     return base
 
 
-@njit(cache=True)
+@njit
 def _route(keys, counts, vw_worker, total, eps):  # pragma: no cover
     V = counts.size
     out = np.empty(keys.size, dtype=np.int64)

@@ -36,9 +36,9 @@ import math
 from typing import ClassVar
 
 import numpy as np
-from numba import njit
 
 from core.hashing import stable_mod
+from core.jit import njit
 from partitioners.base import IntArray, LocalOnly, as_keys
 
 __all__ = [
@@ -144,7 +144,7 @@ def reduce_weight(w: float, imbalance: float, target: float) -> float:
     return w
 
 
-@njit(cache=True)
+@njit
 def _turns_hot(count, st, n):  # pragma: no cover - compiled
     """The threshold: the previous interval's tuples / (n div), or, once 200 tuples of this
     interval are in, those tuples if fewer: a key that turns hot (a new interval, a shifted
@@ -155,7 +155,7 @@ def _turns_hot(count, st, n):  # pragma: no cover - compiled
     return ref > 0 and count >= 10 and count * st[4] > ref / n
 
 
-@njit(cache=True)
+@njit
 def _warm_row(Q, k, load, n, w_red):  # pragma: no cover - compiled
     """A fresh Q-row (all Q0) starts from the reward each worker would give now (kf = 1)."""
     for q in range(n):
@@ -168,7 +168,7 @@ def _warm_row(Q, k, load, n, w_red):  # pragma: no cover - compiled
         Q[k, q] = -((1.0 - w_red) * cm + w_red / n)
 
 
-@njit(cache=True)
+@njit
 def _route(
     keys, hashw, n, Q, used, kf, load, hot, cnt, off, st, rnd, alpha, eps, interval, w_red
 ):  # pragma: no cover

@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
+from core.jit import njit
 from partitioners.base import Array, IntArray, LocalOnly, as_keys, mix64_mod
 from partitioners.space_saving import SpaceSaving
 from partitioners.space_saving import update as space_saving_update
@@ -52,12 +52,12 @@ def solve_d(n: int, p1: float, p_head: float, h: int, eps: float = 0.001) -> int
     return n
 
 
-@njit(cache=True)
+@njit
 def _cand(k: int, j: int, n: int) -> int:  # pragma: no cover
     return mix64_mod(np.int64(k), np.int64(j + 1), np.int64(n))
 
 
-@njit(cache=True)
+@njit
 def _route(
     keys, n, sent, ss, state, theta, d_cur, all_workers, ring, pos, slide
 ):  # pragma: no cover

@@ -12,14 +12,14 @@ tuples in slides of ``window / slides`` (the fair variant for windowed queries).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from core.jit import njit
 from partitioners.base import IntArray, LocalOnly, as_keys, candidates
 
 __all__ = ["PKG"]
 
 
-@njit(cache=True)
+@njit
 def _route(
     cand: np.ndarray, sent: np.ndarray, ring: np.ndarray, pos: np.ndarray, slide: int
 ) -> np.ndarray:  # pragma: no cover

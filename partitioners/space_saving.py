@@ -16,7 +16,8 @@ holds the counter to evict, so the choices are exactly the scan's. All state is 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from core.jit import njit
 
 __all__ = ["SpaceSaving"]
 
@@ -71,12 +72,12 @@ class SpaceSaving:
         )
 
 
-@njit(cache=True)
+@njit
 def _home(k: np.int64, mask: int) -> int:  # pragma: no cover
     return int((np.uint64(k) * _GOLDEN) >> np.uint64(32)) & mask
 
 
-@njit(cache=True)
+@njit
 def _find(table_key: np.ndarray, table_slot: np.ndarray, k: np.int64) -> int:  # pragma: no cover
     mask = table_key.size - 1
     i = _home(k, mask)
@@ -87,7 +88,7 @@ def _find(table_key: np.ndarray, table_slot: np.ndarray, k: np.int64) -> int:  #
     return -1
 
 
-@njit(cache=True)
+@njit
 def _insert(
     table_key: np.ndarray, table_slot: np.ndarray, k: np.int64, s: np.int64
 ) -> None:  # pragma: no cover
@@ -99,7 +100,7 @@ def _insert(
     table_slot[i] = s
 
 
-@njit(cache=True)
+@njit
 def _delete(table_key: np.ndarray, table_slot: np.ndarray, k: np.int64) -> None:  # pragma: no cover
     """Remove ``k``, shifting back the entries after it (linear probing, no tombstones)."""
     mask = table_key.size - 1
@@ -119,12 +120,12 @@ def _delete(table_key: np.ndarray, table_slot: np.ndarray, k: np.int64) -> None:
     table_key[i] = -1
 
 
-@njit(cache=True)
+@njit
 def _less(cnt: np.ndarray, a: np.int64, b: np.int64) -> bool:  # pragma: no cover
     return cnt[a] < cnt[b] or (cnt[a] == cnt[b] and a < b)
 
 
-@njit(cache=True)
+@njit
 def _sift_down(
     heap: np.ndarray, pos: np.ndarray, cnt: np.ndarray, i: int
 ) -> None:  # pragma: no cover
@@ -144,13 +145,13 @@ def _sift_down(
         i = small
 
 
-@njit(cache=True)
+@njit
 def _heapify(heap: np.ndarray, pos: np.ndarray, cnt: np.ndarray) -> None:  # pragma: no cover
     for i in range(heap.size // 2 - 1, -1, -1):
         _sift_down(heap, pos, cnt, i)
 
 
-@njit(cache=True)
+@njit
 def update(state: tuple, k: np.int64) -> np.int64:  # pragma: no cover
     """Count ``k`` in ``SpaceSaving.arrays()``; its counter's index. Counts only grow here,
     so a counter moves down the heap only."""

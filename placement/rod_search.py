@@ -23,9 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 from numpy.typing import NDArray
 
+from core.jit import njit
 from placement.feasible import simplex_points
 from placement.rod import normalized_coefficients
 
@@ -45,7 +45,7 @@ class SearchResult:
     steps: int
 
 
-@njit(cache=True)
+@njit
 def _violations(s: Array, cap: Array) -> tuple[NDArray[np.bool_], IntArray]:
     n, npts = s.shape
     viol = np.empty((n, npts), dtype=np.bool_)
@@ -57,7 +57,7 @@ def _violations(s: Array, cap: Array) -> tuple[NDArray[np.bool_], IntArray]:
     return viol, cnt
 
 
-@njit(cache=True)
+@njit
 def _best_move(s: Array, q: Array, a: IntArray, cap: Array) -> tuple[int, int, int]:
     """Best single move (count of feasible points, unit, destination node)."""
     n, npts = s.shape
@@ -81,7 +81,7 @@ def _best_move(s: Array, q: Array, a: IntArray, cap: Array) -> tuple[int, int, i
     return best, bj, bb
 
 
-@njit(cache=True)
+@njit
 def _best_swap(s: Array, q: Array, a: IntArray, cap: Array) -> tuple[int, int, int]:
     """Best exchange of two units on different nodes (count of feasible points, j, k)."""
     npts = s.shape[1]
