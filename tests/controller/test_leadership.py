@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -123,9 +124,23 @@ def test_a_primary_frozen_inside_a_decision_log_commit_does_not_hold_up_failover
         tmp_path, control={"interval_s": 0.05, "window_samples": 5, "lease_timeout_s": ttl}
     )
     a = Daemon(s)
+    # a running daemon renews its lease every quarter of it while its rounds run in other
+    # threads; so here. Without it a's first round (0.25-0.5 s, loading the placement's code)
+    # let its 0.5 s lease expire before b started, and b took it at its start (a flake)
+    stop = threading.Event()
+
+    def renew() -> None:
+        while not stop.wait(ttl / 4):
+            a.heartbeat()
+
+    renewer = threading.Thread(target=renew)
+    renewer.start()
     for _ in range(4):
         a.tick()
+    stop.set()
+    renewer.join()
     b = Daemon(s)
+    assert a.lead.primary and not b.lead.primary  # b starts as a's standby
     f = tmp_path / "decisions.sqlite"
     # a is stopped inside the commit of its fifth round: it holds the log's write lock
     frozen = sqlite3.connect(f, isolation_level=None)
