@@ -36,7 +36,7 @@ class _Kernel:
     def __call__(self, *args: Any) -> Any:
         if self.compiled is None:
             _compile_globals(self.fn.__globals__)
-        return self.compiled(*args)
+        return self.dispatcher()(*args)
 
 
 def _compile_globals(names: dict[str, Any]) -> None:
