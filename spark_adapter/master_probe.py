@@ -1,18 +1,18 @@
 """What answers at a standalone master's address, asked before Spark starts.
 
-Pointed at a port that is not a master's RPC port (the master's web UI, its REST submission
-port, any other server), Spark's application client retries for about a minute before it
-gives up. The probe tells in milliseconds. It sends one request of Spark's transport protocol
-(a ``StreamRequest`` frame for a file no Spark server serves) and a blank line. Any Spark RPC
-server answers the request with a ``StreamFailure`` frame ("Stream ... was not found"), and
-logs nothing of it; the blank line is an unfinished frame it waits on until the probe leaves.
-An HTTP server answers the malformed request line with its error page, and a server that
-speaks neither says nothing or closes. A Spark master's web UI is then asked for its JSON
-page, which names the master's URL.
-
-What the probe cannot tell is which Spark RPC server answered: a worker's or a driver's port
-answers as a master's does, and Spark's own client finds that out, in about a minute
-(``session.MasterRefused``).
+Pointed at a port that is not a master's RPC port (a worker's or a driver's, the master's web
+UI, its REST submission port, any other server), Spark's application client retries for about
+a minute before it gives up. The probe tells in milliseconds. It asks what Spark's client asks
+first: a ``RpcRequest`` frame of Spark's transport protocol for the RPC server's
+``endpoint-verifier``, whether an endpoint named ``Master`` runs there (``CheckExistence``,
+Java-serialized as Spark's ``JavaSerializer`` writes it), then a blank line. A Spark RPC
+server answers with a ``RpcResponse`` holding a serialized ``java.lang.Boolean``: true on a
+master, false on a worker's or a driver's port; it logs nothing of it, and the blank line is
+an unfinished frame it waits on until the probe leaves. One of another Spark version cannot
+read the question (its class differs) and answers a ``RpcFailure``, as it would Spark's own
+client. An HTTP server answers the malformed request line with its error page, and a server
+that speaks neither says nothing or closes. A Spark master's web UI is then asked for its
+JSON page, which names the master's URL.
 """
 
 from __future__ import annotations
@@ -25,16 +25,23 @@ import urllib.request
 
 from spark_adapter.session import LOOPBACK
 
-__all__ = ["master_address_problem"]
+__all__ = ["master_address_problem", "verifier_request"]
 
 # Spark's transport protocol (spark-network-common, ``Message.Type``): a frame is its length
-# (8 bytes, counting itself), the message type (1 byte) and the message; a StreamRequest is
-# type 6 with the stream id as a length-prefixed string, and its refusal a StreamFailure, 8
-STREAM_REQUEST, STREAM_FAILURE = 6, 8
-STREAM_ID = b"/files/trimtab-master-probe"  # the /files/ of an RPC server that serves none
-_REQUEST = struct.pack(">bi", STREAM_REQUEST, len(STREAM_ID)) + STREAM_ID
-PROBE = struct.pack(">q", 8 + len(_REQUEST)) + _REQUEST + b"\r\n\r\n"
-HEAD = 8 + len(_REQUEST)  # a StreamFailure's length, type and stream id; its error follows
+# (8 bytes, counting itself), the message type (1 byte) and the message. A RpcRequest (3) and
+# its RpcResponse (4) carry a request id (8 bytes) and a body (its size, 4 bytes, then the
+# bytes); a RpcFailure (5) the request id and the error as a length-prefixed string.
+RPC_REQUEST, RPC_RESPONSE, RPC_FAILURE = 3, 4, 5
+REQUEST_ID = 0x7472696D746162  # "trimtab"
+VERIFIER, MASTER = b"endpoint-verifier", b"Master"  # Spark's endpoint names
+# The question's class and its serialVersionUID (Java's default for the class, which declares
+# none: ``serialver`` prints it from Spark's jars; the standalone test asks a real master)
+CHECK_EXISTENCE = b"org.apache.spark.rpc.netty.RpcEndpointVerifier$CheckExistence"
+CHECK_EXISTENCE_UID = 5378738997755484868
+# The answer: a serialized java.lang.Boolean, its value the stream's last byte
+BOOLEAN = b"\xac\xed\x00\x05sr\x00\x11java.lang.Boolean"
+RESPONSE_HEAD = 8 + 1 + 8 + 4  # a RpcResponse's length, type, request id and body size
+MAX_FRAME = 1 << 20  # a longer frame is no answer to the probe
 WAIT_S = 3.0  # a master answers in milliseconds; a loaded machine gets seconds
 WHERE = (
     "(7077 by default; `trimtab cluster status` prints the URL, and a master's web UI shows "
@@ -42,33 +49,76 @@ WHERE = (
 )
 
 
-def _stream_failure(reply: bytes) -> bool:
-    """Whether ``reply`` opens with Spark's refusal of the probe's stream: a StreamFailure
-    frame naming ``STREAM_ID``."""
-    if len(reply) < HEAD:
-        return False
-    length, kind, id_len = struct.unpack(">qbi", reply[:13])
-    return (
-        kind == STREAM_FAILURE
-        and length >= HEAD
-        and id_len == len(STREAM_ID)
-        and reply[13:HEAD] == STREAM_ID
+def _utf(text: bytes) -> bytes:
+    """A string as Java's ``DataOutput.writeUTF`` writes one (ASCII: its length, 2 bytes)."""
+    return struct.pack(">H", len(text)) + text
+
+
+def verifier_request(port: int, endpoint: bytes = MASTER) -> bytes:
+    """The RpcRequest frame asking the RPC server at ``port`` whether ``endpoint`` runs there:
+    Spark's ``RequestMessage`` (no sender, the receiver's address and name, then the content
+    in a Java serialization stream), the content ``CheckExistence(endpoint)``."""
+    content = b"".join(
+        [
+            b"\xac\xed\x00\x05",  # stream magic and version
+            b"\x73\x72" + _utf(CHECK_EXISTENCE),  # TC_OBJECT, TC_CLASSDESC, the class name
+            struct.pack(">qbH", CHECK_EXISTENCE_UID, 0x02, 1),  # its UID, SC_SERIALIZABLE, 1 field
+            b"L" + _utf(b"name") + b"\x74" + _utf(b"Ljava/lang/String;"),  # name: String
+            b"\x78\x70",  # TC_ENDBLOCKDATA, no superclass
+            b"\x74" + _utf(endpoint),  # the field's value, a TC_STRING
+        ]
     )
+    receiver = b"\x01" + _utf(LOOPBACK.encode()) + struct.pack(">i", port) + _utf(VERIFIER)
+    body = b"\x00" + receiver + content  # \x00: no sender address (a client)
+    msg = struct.pack(">bqi", RPC_REQUEST, REQUEST_ID, len(body)) + body
+    return struct.pack(">q", 8 + len(msg)) + msg
+
+
+def _answer(reply: bytes) -> bool | str | None:
+    """The server's answer from a whole frame: the verifier's boolean from a RpcResponse, the
+    error's first line from a RpcFailure; None when ``reply`` is neither to this request."""
+    if len(reply) < RESPONSE_HEAD:
+        return None
+    length, kind, rid = struct.unpack(">qbq", reply[:17])
+    if rid != REQUEST_ID or length != len(reply):
+        return None
+    if kind == RPC_RESPONSE:
+        body = reply[RESPONSE_HEAD:]
+        if body.startswith(BOOLEAN) and body[-1:] in (b"\x00", b"\x01"):
+            return body[-1:] == b"\x01"
+        return None
+    if kind == RPC_FAILURE:
+        text = reply[21:].decode("utf-8", "replace").strip()
+        return text.splitlines()[0] if text else "(no message)"
+    return None
 
 
 def master_address_problem(master: str, wait_s: float = WAIT_S) -> str | None:
     """Why ``master`` (``spark://127.0.0.1:PORT``) is not a Spark master's RPC port, or None
-    when a Spark RPC server answered the probe there (a master's; a worker's or a driver's
-    too, which Spark's client then refuses, in about a minute)."""
+    when its RPC server says a master runs there."""
     port = int(master.rsplit(":", 1)[1])
     try:
         s = socket.create_connection((LOOPBACK, port), timeout=2.0)
     except OSError:
         return f"nothing listens at {master} (`trimtab cluster up` starts one and prints its URL)"
     with s:
-        reply, closed = _read_reply(s, wait_s)
-    if _stream_failure(reply):
+        reply, closed = _read_reply(s, port, wait_s)
+    answer = _answer(reply)
+    if answer is True:
         return None
+    if answer is False:
+        return (
+            f"{master} is a Spark RPC server with no master there (a worker's or a driver's "
+            f"port), not a Spark master's RPC port {WHERE}"
+        )
+    if isinstance(answer, str):
+        from pyspark.version import __version__
+
+        return (
+            f"{master} is a Spark RPC server that could not read Spark {__version__}'s "
+            f"request for its master, as Spark's own client would not (a Spark of another "
+            f"version?): {answer[:300]}"
+        )
     if not reply:
         how = "closed the connection at" if closed else f"did not answer in {wait_s:g} s to"
         return f"{master} {how} a Spark RPC request: not a Spark master's RPC port {WHERE}"
@@ -78,22 +128,25 @@ def master_address_problem(master: str, wait_s: float = WAIT_S) -> str | None:
     return f"{master} answers as {what} does, not as a Spark master's RPC port {WHERE}"
 
 
-def _read_reply(s: socket.socket, wait_s: float) -> tuple[bytes, bool]:
+def _read_reply(s: socket.socket, port: int, wait_s: float) -> tuple[bytes, bool]:
     """What the server at ``s`` says to the probe within ``wait_s`` (a Spark server's whole
-    StreamFailure frame: a socket closed with unread data resets the connection, which a
-    master logs as an exception), and whether it closed the connection, or reset it, first."""
+    frame: a socket closed with unread data resets the connection, which a Spark server logs
+    as an exception), and whether it closed the connection, or reset it, first."""
     reply = b""
     try:
-        s.sendall(PROBE)
+        s.sendall(verifier_request(port) + b"\r\n\r\n")
         s.settimeout(wait_s)
-        while len(reply) < HEAD or (
-            _stream_failure(reply) and len(reply) < struct.unpack(">q", reply[:8])[0]
-        ):
+        while len(reply) < 8 or len(reply) < struct.unpack(">q", reply[:8])[0]:
             chunk = s.recv(65536)
             if not chunk:
                 return reply, True
             reply += chunk
-            if not reply.startswith(b"\x00"):  # not a frame length: another protocol's answer
+            if (
+                not reply.startswith(b"\x00")
+                or (  # not a frame length: another protocol's
+                    len(reply) >= 8 and struct.unpack(">q", reply[:8])[0] > MAX_FRAME
+                )
+            ):
                 return reply, False
     except TimeoutError:
         return reply, False

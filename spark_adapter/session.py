@@ -293,18 +293,18 @@ def quiet_accumulator_eof(context: Any) -> None:
 class MasterRefused(RuntimeError):
     """A standalone master that never took the application: Spark's client retries for about
     a minute, then stops the context, and creating the session fails with "Cannot call
-    methods on a stopped SparkContext". A Spark RPC server answers at the address (any other
-    server is named before Spark starts by ``master_probe``), but not a master: a worker's or
-    a driver's port, say. Exit 3, as for an environment not ready."""
+    methods on a stopped SparkContext". Its RPC server said a master runs at the address
+    (``master_probe`` names anything else before Spark starts), but that master never
+    answered the registration: a standby master (one of a highly available pair, waiting for
+    its leader) ignores it, say. Exit 3, as for an environment not ready."""
 
     exit_code = 3
 
     def __init__(self, master: str) -> None:
         super().__init__(
             f"environment not ready: --master: {master} did not take the application "
-            "(Spark's client gave up after about a minute): a Spark RPC server answers there, "
-            "but not a master's (a worker's or a driver's port, say; a master's is 7077 by "
-            "default, `trimtab cluster status` prints its URL, and its web UI shows it at the top)"
+            "(Spark's client gave up after about a minute): a master answers there but never "
+            "registered it (a standby master waits for its leader; the master's log says why)"
         )
 
 
