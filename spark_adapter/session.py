@@ -294,9 +294,9 @@ class MasterRefused(RuntimeError):
     """A standalone master that never took the application: Spark's client retries for about
     a minute, then stops the context, and creating the session fails with "Cannot call
     methods on a stopped SparkContext". Its RPC server said a master runs at the address
-    (``master_probe`` names anything else before Spark starts), but that master never
-    answered the registration: a standby master (one of a highly available pair, waiting for
-    its leader) ignores it, say. Exit 3, as for an environment not ready."""
+    (``master_probe`` names anything else before Spark starts, but for a Spark RPC server
+    that could not read its question), but that master never answered the registration: a
+    standby master (one of a highly available pair, waiting for its leader) ignores it, say. Exit 3, as for an environment not ready."""
 
     exit_code = 3
 

@@ -109,10 +109,9 @@ def test_the_request_is_spark_s_requestmessage_for_the_verifier() -> None:
     ids=["master", "no-master", "cannot-read"],
 )
 def test_the_verifier_s_answer_decides(answer: bool | str, said: str | None) -> None:
-    """True: a master runs there; False: a worker's or a driver's RPC server; a RpcFailure (a
-    Spark of another version cannot read the question's class): named with its first line."""
-    from pyspark.version import __version__
-
+    """True: a master runs there; False: a worker's or a driver's RPC server, named. A
+    RpcFailure (the question's class unreadable: another Spark version, or a stale
+    serialVersionUID where Spark's own client would work) is left to Spark's client."""
     srv = FakeRpcServer(answer)
     srv.start()
     try:
@@ -120,16 +119,7 @@ def test_the_verifier_s_answer_decides(answer: bool | str, said: str | None) -> 
     finally:
         srv.close()
     assert srv.asked == 1
-    if answer is True:
-        assert got is None
-    elif answer is False:
-        assert got == f"{srv.url} {said}{WHERE}"
-    else:
-        assert got == (
-            f"{srv.url} is a Spark RPC server that could not read Spark {__version__}'s request "
-            "for its master, as Spark's own client would not (a Spark of another version?): "
-            "java.io.InvalidClassException: CheckExistence; local class incompatible"
-        )
+    assert got == (f"{srv.url} {said}{WHERE}" if said else None)
 
 
 def test_a_driver_s_rpc_port_is_named_at_once(spark) -> None:  # type: ignore[no-untyped-def]
