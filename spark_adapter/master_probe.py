@@ -37,7 +37,8 @@ RPC_REQUEST, RPC_RESPONSE, RPC_FAILURE = 3, 4, 5
 REQUEST_ID = 0x7472696D746162  # "trimtab"
 VERIFIER, MASTER = b"endpoint-verifier", b"Master"  # Spark's endpoint names
 # The question's class and its serialVersionUID (Java's default for the class, which declares
-# none: ``serialver`` prints it from Spark's jars; the standalone test asks a real master)
+# none: ``serialver`` prints it from Spark's jars). A stale one fails the tests that ask a
+# real driver (test_master_probe) and a real master and worker (test_standalone)
 CHECK_EXISTENCE = b"org.apache.spark.rpc.netty.RpcEndpointVerifier$CheckExistence"
 CHECK_EXISTENCE_UID = 5378738997755484868
 # The answer: a serialized java.lang.Boolean, its value the stream's last byte
