@@ -293,18 +293,20 @@ def quiet_accumulator_eof(context: Any) -> None:
 class MasterRefused(RuntimeError):
     """A standalone master that never took the application: Spark's client retries for about
     a minute, then stops the context, and creating the session fails with "Cannot call
-    methods on a stopped SparkContext". Its RPC server said a master runs at the address
-    (``master_probe`` names anything else before Spark starts, but for a Spark RPC server
-    that could not read its question), but that master never answered the registration: a
-    standby master (one of a highly available pair, waiting for its leader) ignores it, say. Exit 3, as for an environment not ready."""
+    methods on a stopped SparkContext". ``master_probe`` names anything else before Spark
+    starts; what reaches this is a Spark RPC server that said a master runs there but never
+    answered the registration (a standby master, one of a highly available pair waiting for
+    its leader, ignores it), or one that could not read the probe's question (another Spark
+    version's). Exit 3, as for an environment not ready."""
 
     exit_code = 3
 
     def __init__(self, master: str) -> None:
         super().__init__(
             f"environment not ready: --master: {master} did not take the application "
-            "(Spark's client gave up after about a minute): a master answers there but never "
-            "registered it (a standby master waits for its leader; the master's log says why)"
+            "(Spark's client gave up after about a minute): a Spark RPC server answers there but "
+            "never registered it (a standby master waits for its leader, and a Spark of another "
+            "version cannot read this one's requests; the server's log says why)"
         )
 
 

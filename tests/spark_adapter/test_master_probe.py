@@ -156,8 +156,9 @@ def test_a_master_that_never_registers_the_application_is_one_line(tmp_path: Pat
     assert r.returncode == 3, r.stderr[-3000:]
     assert r.stderr.strip().splitlines()[-1] == (
         f"error: environment not ready: --master: {srv.url} did not take the application "
-        "(Spark's client gave up after about a minute): a master answers there but never "
-        "registered it (a standby master waits for its leader; the master's log says why)"
+        "(Spark's client gave up after about a minute): a Spark RPC server answers there but "
+        "never registered it (a standby master waits for its leader, and a Spark of another "
+        "version cannot read this one's requests; the server's log says why)"
     )
     assert "Traceback" not in r.stderr
     assert srv.asked >= 2  # the probe, then Spark's client
