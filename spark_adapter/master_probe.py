@@ -24,6 +24,7 @@ import socket
 import struct
 import urllib.error
 import urllib.request
+from typing import Literal
 
 from spark_adapter.session import LOOPBACK
 
@@ -77,22 +78,20 @@ def verifier_request(port: int, endpoint: bytes = MASTER) -> bytes:
     return struct.pack(">q", 8 + len(msg)) + msg
 
 
-def _answer(reply: bytes) -> bool | str | None:
-    """The server's answer from a whole frame: the verifier's boolean from a RpcResponse, the
-    error's first line from a RpcFailure; None when ``reply`` is neither to this request."""
+def _answer(reply: bytes) -> Literal["master", "no master", "unreadable"] | None:
+    """The server's answer from a whole frame: the verifier's boolean from a RpcResponse
+    (``master`` or ``no master``), ``unreadable`` from a RpcFailure; None when ``reply`` is
+    neither to this request."""
     if len(reply) < RESPONSE_HEAD:
         return None
     length, kind, rid = struct.unpack(">qbq", reply[:17])
     if rid != REQUEST_ID or length != len(reply):
         return None
-    if kind == RPC_RESPONSE:
-        body = reply[RESPONSE_HEAD:]
-        if body.startswith(BOOLEAN) and body[-1:] in (b"\x00", b"\x01"):
-            return body[-1:] == b"\x01"
-        return None
     if kind == RPC_FAILURE:
-        text = reply[21:].decode("utf-8", "replace").strip()
-        return text.splitlines()[0] if text else "(no message)"
+        return "unreadable"
+    body = reply[RESPONSE_HEAD:]
+    if kind == RPC_RESPONSE and body.startswith(BOOLEAN) and body[-1:] in (b"\x00", b"\x01"):
+        return "master" if body[-1:] == b"\x01" else "no master"
     return None
 
 
@@ -108,14 +107,12 @@ def master_address_problem(master: str, wait_s: float = WAIT_S) -> str | None:
     with s:
         reply, closed = _read_reply(s, port, wait_s)
     answer = _answer(reply)
-    if answer is True:
-        return None
-    if answer is False:
+    if answer == "no master":
         return (
             f"{master} is a Spark RPC server with no master there (a worker's or a driver's "
             f"port), not a Spark master's RPC port {WHERE}"
         )
-    if isinstance(answer, str):  # a Spark RPC server that could not read the question
+    if answer is not None:  # a master, or a Spark RPC server that could not read the question
         return None
     if not reply:
         how = "closed the connection at" if closed else f"did not answer in {wait_s:g} s to"
@@ -134,23 +131,21 @@ def _read_reply(s: socket.socket, port: int, wait_s: float) -> tuple[bytes, bool
     try:
         s.sendall(verifier_request(port) + b"\r\n\r\n")
         s.settimeout(wait_s)
-        while len(reply) < 8 or len(reply) < struct.unpack(">q", reply[:8])[0]:
+        while True:
+            if len(reply) >= 8:
+                n = struct.unpack(">q", reply[:8])[0]
+                if n > MAX_FRAME or len(reply) >= n:  # no answer to the probe, or a whole frame
+                    return reply, False
             chunk = s.recv(65536)
             if not chunk:
                 return reply, True
             reply += chunk
-            if (
-                not reply.startswith(b"\x00")
-                or (  # not a frame length: another protocol's
-                    len(reply) >= 8 and struct.unpack(">q", reply[:8])[0] > MAX_FRAME
-                )
-            ):
+            if not reply.startswith(b"\x00"):  # not a frame length: another protocol's answer
                 return reply, False
     except TimeoutError:
         return reply, False
     except OSError:  # a reset
         return reply, True
-    return reply, False
 
 
 def _spark_http(port: int) -> str | None:

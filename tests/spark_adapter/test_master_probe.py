@@ -125,7 +125,8 @@ def test_the_verifier_s_answer_decides(answer: bool | str, said: str | None) -> 
 def test_a_driver_s_rpc_port_is_named_at_once(spark) -> None:  # type: ignore[no-untyped-def]
     """A real Spark RPC server reads the question and answers it: a driver's (this session's)
     has no master. A question its decoder or its Java deserializer could not read (a wrong
-    frame, a wrong serialVersionUID) is answered with a RpcFailure instead, named otherwise."""
+    frame, a wrong serialVersionUID) is answered with a RpcFailure instead, which the probe
+    leaves to Spark's client (None)."""
     port = spark.sparkContext.getConf().get("spark.driver.port")
     master = f"spark://127.0.0.1:{port}"
     t0 = time.monotonic()
