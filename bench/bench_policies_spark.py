@@ -1,6 +1,6 @@
 """The controller's placement policies on Spark: does correlation placement lower batch time?
 
-Run: .venv/bin/python -m bench.bench_policies_spark [placement] [shedding] [split] [rod]
+Run: .venv/bin/python -m bench.bench_policies_spark [placement] [shedding] [split] [rod] [capacity]
 ROD: ``scenarios/spark-bursty-rod.yaml`` replayed with LLF's and ROD's initial placements at
 a few input scales; the sustained burst rate is where a method's burst batches reach the tick.
 Shedding (``bench.shedding_spark``): ``scenarios/spark-overload-ramp.yaml`` live (the daemon,
@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.capacity_spark import capacity_section
 from bench.common import ROOT, calibration_row, environment, held_plan_load, write_section
 from bench.rod_spark import rod_section
 from bench.shedding_spark import shedding_section
@@ -268,8 +269,9 @@ def calibration_table(sc: ScenarioFile, work: Path, out: dict[str, dict[str, Any
 
 
 def main() -> None:
-    """Every part, or those named: ``placement``, ``shedding``, ``split``, ``rod``."""
-    known = ("placement", "shedding", "split", "rod")
+    """Every part, or those named: ``placement``, ``shedding``, ``split``, ``rod``,
+    ``capacity``."""
+    known = ("placement", "shedding", "split", "rod", "capacity")
     parts = sys.argv[1:] or list(known)
     unknown = [p for p in parts if p not in known]
     if unknown:
@@ -282,6 +284,8 @@ def main() -> None:
         placement_section()
     if "rod" in parts:
         rod_section()
+    if "capacity" in parts:
+        capacity_section()
 
 
 def placement_section() -> None:
