@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from bench.bench_spark import N, T
-from bench.common import environment, write_section
+from bench.common import environment, tick_crossing, write_section
 from controller.scenario import ScenarioFile, load_scenario
 from controller.spark_replay import replay_spark
 from core.hashing import stable_mod
@@ -107,16 +107,16 @@ def zipf_runs(spark: Any, sc: ScenarioFile, work: Path) -> list[dict[str, Any]]:
     rows = []
     for part in NAMES:
         med = [s["batch_duration_p50"] for s in runs[part]]
-        slope, icpt = np.polyfit(ZIPF_RATES, med, 1)
+        max_rate, icpt, slope = tick_crossing(ZIPF_RATES, med, T)
         top, low = runs[part][-1], runs[part][0]
         per = {b["batch"]: b for b in low["routing_per_batch"]}
         rows.append(
             {
                 "partitioner": part,
                 "med": med,
-                "fixed": float(icpt),
-                "slope": float(slope) * 1000.0,
-                "max_rate": float((T - icpt) / slope) if slope > 0 else float("nan"),
+                "fixed": icpt,
+                "slope": slope * 1000.0,
+                "max_rate": max_rate,
                 "digest": per.get(DIGEST_BATCH, {}).get("routing_digest", "-"),
                 "split_keys": float(np.mean([b["split_keys"] for b in top["routing_per_batch"]])),
                 "moved_whole": float(

@@ -13,9 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from bench.common import ROOT, environment, write_section
+from bench.common import ROOT, environment, tick_crossing, write_section
 from controller.scenario import ScenarioFile, load_scenario
 from controller.spark_replay import replay_spark
 
@@ -33,20 +31,6 @@ def runs_in_order() -> list[tuple[float, str]]:
         k = i % len(CAP_METHODS)
         out += [(x, m) for m in CAP_METHODS[k:] + CAP_METHODS[:k]]
     return out
-
-
-def sustained(
-    scales: list[float], durations: list[float], tick_s: float
-) -> tuple[float, float, float]:
-    """(scale at which the least-squares line through ``durations`` reaches ``tick_s``, its
-    intercept, its slope per unit of scale); the scale is inf where the line does not rise.
-
-    >>> sustained([1.0, 2.0, 3.0], [1.0, 1.5, 2.0], 2.0)
-    (3.0, 0.5, 0.5)
-    """
-    slope, icpt = np.polyfit(scales, durations, 1)
-    x = float((tick_s - icpt) / slope) if slope > 0 else float("inf")
-    return round(x, 9), round(float(icpt), 9), round(float(slope), 9)
 
 
 def capacity() -> tuple[ScenarioFile, dict[str, dict[str, Any]]]:
@@ -92,9 +76,7 @@ def capacity() -> tuple[ScenarioFile, dict[str, dict[str, Any]]]:
         shutil.rmtree(work, ignore_errors=True)
     for r in out.values():
         for q in ("p50", "p99"):
-            x_max, icpt, slope = sustained(
-                list(CAP_SCALES), [r[q][x] for x in CAP_SCALES], sc.tick_s
-            )
+            x_max, icpt, slope = tick_crossing(CAP_SCALES, [r[q][x] for x in CAP_SCALES], sc.tick_s)
             r[f"x_{q}"], r[f"fixed_{q}"], r[f"slope_{q}"] = x_max, icpt, slope
     return sc, out
 

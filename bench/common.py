@@ -81,3 +81,17 @@ def calibration_row(method: str, run: dict[str, Any], pred: dict[str, Any], batc
         f"| {method} | {p50:.2f} | {q50:.2f} | {q50 / p50:.2f} | {p99:.2f} | {q99:.2f} | "
         f"{q99 / p99:.2f} | {busiest:.2f} | {pred['predicted_busiest_partition_s_p50']:.2f} |"
     )
+
+
+def tick_crossing(xs: Any, ys: Any, tick_s: float) -> tuple[float, float, float]:
+    """The least-squares line through ``(xs, ys)`` (batch durations over input rates or
+    scales): (the x at which it reaches ``tick_s``, nan where it does not rise; its intercept;
+    its slope).
+
+    >>> [round(v, 9) for v in tick_crossing([1.0, 2.0, 3.0], [1.0, 1.5, 2.0], 2.0)]
+    [3.0, 0.5, 0.5]
+    """
+    import numpy as np
+
+    slope, icpt = (float(v) for v in np.polyfit(xs, ys, 1))
+    return (tick_s - icpt) / slope if slope > 0 else float("nan"), icpt, slope
