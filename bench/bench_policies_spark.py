@@ -1,6 +1,7 @@
 """The controller's placement policies on Spark: does correlation placement lower batch time?
 
 Run: .venv/bin/python -m bench.bench_policies_spark [placement] [shedding] [split] [rod] [capacity]
+[oracle]
 ROD: ``scenarios/spark-bursty-rod.yaml`` replayed with LLF's and ROD's initial placements at
 a few input scales; the sustained burst rate is where a method's burst batches reach the tick.
 Shedding (``bench.shedding_spark``): ``scenarios/spark-overload-ramp.yaml`` live (the daemon,
@@ -33,6 +34,7 @@ import numpy as np
 
 from bench.capacity_spark import capacity_section
 from bench.common import ROOT, calibration_row, environment, held_plan_load, write_section
+from bench.oracle_spark import busier_share, group_shares, oracle_section
 from bench.rod_spark import rod_section
 from bench.shedding_spark import shedding_section
 from bench.split_spark import split_section
@@ -46,7 +48,6 @@ from controller.replay import replay_sim
 from controller.scenario import ScenarioFile, load_scenario
 from controller.spark_replay import replay_spark
 from controller.wiring import make_policy, spark_context
-from core.workload import key_epochs, key_group_shares
 
 SCALE = 5.0
 WARMUP = 24
@@ -67,14 +68,8 @@ def initial_assignment(sc: ScenarioFile, method: str) -> list[int]:
 def busiest_share(sc: ScenarioFile, method: str) -> tuple[float, float]:
     """The modelled share of the load on ``method``'s busier partition over one period of the
     waves, (max, mean), from the declared keys (a perfect mix of the classes gives 0.5)."""
-    keys = sc.streams[0].keys
-    assert keys.waves is not None
-    epochs = key_epochs(keys, sc.duration_s)
-    times = np.arange(0.0, keys.waves.period_s, sc.tick_s)
     plan = np.asarray(initial_assignment(sc, method))
-    shares = np.stack([key_group_shares(epochs.probs_at(float(t)), plan.size) for t in times])
-    on0 = shares[:, plan == 0].sum(axis=1)
-    busier = np.maximum(on0, 1.0 - on0)
+    busier = busier_share(group_shares(sc, plan.size), plan[None, :])[0]
     return float(busier.max()), float(busier.mean())
 
 
@@ -270,8 +265,8 @@ def calibration_table(sc: ScenarioFile, work: Path, out: dict[str, dict[str, Any
 
 def main() -> None:
     """Every part, or those named: ``placement``, ``shedding``, ``split``, ``rod``,
-    ``capacity``."""
-    known = ("placement", "shedding", "split", "rod", "capacity")
+    ``capacity``, ``oracle``."""
+    known = ("placement", "shedding", "split", "rod", "capacity", "oracle")
     parts = sys.argv[1:] or list(known)
     unknown = [p for p in parts if p not in known]
     if unknown:
@@ -286,6 +281,8 @@ def main() -> None:
         rod_section()
     if "capacity" in parts:
         capacity_section()
+    if "oracle" in parts:
+        oracle_section()
 
 
 def placement_section() -> None:

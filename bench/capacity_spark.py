@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT, environment, tick_crossing, write_section
+from bench.common import ROOT, environment, tick_crossing, warm_up, write_section
 from controller.scenario import ScenarioFile, load_scenario
 from controller.spark_replay import replay_spark
 
@@ -46,15 +46,7 @@ def capacity() -> tuple[ScenarioFile, dict[str, dict[str, Any]]]:
     work = Path(tempfile.mkdtemp(prefix="trimtab-bench-cap-"))
     out: dict[str, dict[str, Any]] = {m: {"p50": {}, "p99": {}} for m in CAP_METHODS}
     try:
-        replay_spark(
-            sc,
-            batches=4,
-            placement="hash",
-            partitions=2,
-            scale=1.0,
-            spark=spark,
-            workdir=work / "warm",
-        )  # JVM and Python workers warm; not measured
+        warm_up(spark, sc, work, "hash", 1.0)
         for x, m in runs_in_order():
             s = replay_spark(
                 sc,

@@ -95,3 +95,19 @@ def tick_crossing(xs: Any, ys: Any, tick_s: float) -> tuple[float, float, float]
 
     slope, icpt = (float(v) for v in np.polyfit(xs, ys, 1))
     return (tick_s - icpt) / slope if slope > 0 else float("nan"), icpt, slope
+
+
+def warm_up(spark: Any, scenario: Any, work: Path, placement: str, scale: float) -> None:
+    """A short replay (4 batches) before the measured ones, so that the JVM and the executors'
+    Python workers are warm when they start; not measured."""
+    from controller.spark_replay import replay_spark
+
+    replay_spark(
+        scenario,
+        batches=4,
+        placement=placement,
+        partitions=2,
+        scale=scale,
+        spark=spark,
+        workdir=work / "warm",
+    )

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import ROOT, calibration_row, environment, held_plan_load, write_section
+from bench.common import ROOT, calibration_row, environment, held_plan_load, warm_up, write_section
 from controller.calibration import apply_overlay, calibrate, predicted_batches, read_batches
 from controller.scenario import ScenarioFile, load_scenario
 from controller.spark_replay import replay_spark
@@ -65,15 +65,7 @@ def bursty_rod() -> tuple[str, dict[str, Any]]:
     med: dict[str, list[float]] = {m: [] for m in ROD_METHODS}
     at_cal: dict[str, dict[str, Any]] = {}
     try:
-        replay_spark(
-            sc,
-            batches=4,
-            placement="llf",
-            partitions=2,
-            scale=0.05,
-            spark=spark,
-            workdir=work / "warm",
-        )  # JVM and Python workers warm; not measured
+        warm_up(spark, sc, work, "llf", 0.05)
         for x in ROD_SCALES:
             for m in ROD_METHODS:
                 res = replay_spark(
