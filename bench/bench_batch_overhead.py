@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame
 
-from bench.common import environment, write_section
+from bench.common import cluster_session, environment, write_section
 from controller.scenario import load_scenario
 from controller.testing import assert_matches_reference, key_group_plan
 from spark_adapter import batch_executor as steps
@@ -70,13 +70,8 @@ def run(spark: Any, variant: str, work: Path) -> dict[str, list[float]]:
 
 
 def main() -> None:
-    from spark_adapter.session import make_session
 
-    spark = make_session(
-        "local-cluster[2,1,1024]",
-        "trimtab-bench-overhead",
-        {"spark.sql.shuffle.partitions": "2", "spark.executor.memory": "768m"},
-    )
+    spark = cluster_session("trimtab-bench-overhead")
     work = Path(tempfile.mkdtemp(prefix="trimtab-bench-overhead-"))
     variants = ("collect job", "spark writer")
     got: dict[str, dict[str, list[float]]] = {v: {"output": [], "batch": []} for v in variants}

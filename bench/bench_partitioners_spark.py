@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from bench.bench_spark import N, T
-from bench.common import environment, tick_crossing, write_section
+from bench.common import cluster_session, environment, tick_crossing, write_section
 from controller.scenario import ScenarioFile, load_scenario
 from controller.spark_replay import replay_spark
 from core.hashing import stable_mod
@@ -143,14 +143,9 @@ def heterogeneous() -> tuple[list[dict[str, Any]], dict[str, float]]:
     """heterogeneous-spark: each speed-aware partitioner's max sustained rate (the rate where
     the line through its median batch durations at ``HET_SCALES`` reaches the tick), its
     routing's rows and busy time per partition, and the speeds it learned."""
-    from spark_adapter.session import make_session
 
     sc = load_scenario(ROOT / "scenarios" / "heterogeneous-spark.yaml")
-    spark = make_session(
-        "local-cluster[2,1,1024]",
-        "trimtab-bench-het",
-        {"spark.sql.shuffle.partitions": str(N), "spark.executor.memory": "768m"},
-    )
+    spark = cluster_session("trimtab-bench-het", N)
     work = Path(tempfile.mkdtemp(prefix="trimtab-bench-het-"))
     runs: dict[str, list[dict[str, Any]]] = {p: [] for p in HET_PARTS}
     try:
@@ -288,15 +283,10 @@ def main() -> None:
 
 
 def zipf_section() -> None:
-    from spark_adapter.session import make_session
 
     sc, rot = workload()
     work = Path(tempfile.mkdtemp(prefix="trimtab-bench-parts-"))
-    spark = make_session(
-        "local-cluster[2,1,1024]",
-        "trimtab-bench-parts",
-        {"spark.sql.shuffle.partitions": str(N), "spark.executor.memory": "768m"},
-    )
+    spark = cluster_session("trimtab-bench-parts", N)
     try:
         run(spark, sc, 200, "hash", work / "warm", placement=ZIPF_PLACEMENT)
         rows = zipf_runs(spark, sc, work)

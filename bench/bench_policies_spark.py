@@ -33,7 +33,14 @@ from typing import Any
 import numpy as np
 
 from bench.capacity_spark import capacity_section
-from bench.common import ROOT, calibration_row, environment, held_plan_load, write_section
+from bench.common import (
+    ROOT,
+    calibration_row,
+    cluster_session,
+    environment,
+    held_plan_load,
+    write_section,
+)
 from bench.oracle_spark import busier_share, group_shares, oracle_section
 from bench.rod_spark import rod_section
 from bench.shedding_spark import shedding_section
@@ -98,15 +105,10 @@ def runs_in_order() -> list[tuple[int, str]]:
 
 
 def anticorrelated() -> tuple[str, dict[str, dict[str, Any]], str]:
-    from spark_adapter.session import make_session
 
     sc = load_scenario(ROOT / "scenarios" / "spark-anticorrelated.yaml")
     moved = initial_assignment(sc, "llf") != initial_assignment(sc, "hash")
-    spark = make_session(
-        "local-cluster[2,1,1024]",
-        "trimtab-bench-policies",
-        {"spark.sql.shuffle.partitions": "2", "spark.executor.memory": "768m"},
-    )
+    spark = cluster_session("trimtab-bench-policies")
     work = Path(tempfile.mkdtemp(prefix="trimtab-bench-pol-"))
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in METHODS}
     try:

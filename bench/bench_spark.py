@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import environment, write_section
+from bench.common import cluster_session, environment, write_section
 from controller.scenario import ScenarioFile
 from controller.spark_replay import replay_spark
 from core.hashing import stable_mod
@@ -161,15 +161,10 @@ def python_merge_us() -> float:
 
 
 def main() -> None:
-    from spark_adapter.session import make_session
 
     rot = collide_rotation()
     sc = scenario(rot)
-    spark = make_session(
-        "local-cluster[2,1,1024]",
-        "trimtab-bench",
-        {"spark.sql.shuffle.partitions": str(N), "spark.executor.memory": "768m"},
-    )
+    spark = cluster_session("trimtab-bench", N)
     work = Path(tempfile.mkdtemp(prefix="trimtab-bench-"))
     try:
         median_duration(spark, sc, 200, "hash", "hash", work / "warm")  # executors' Python workers

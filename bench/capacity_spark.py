@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT, environment, tick_crossing, warm_up, write_section
+from bench.common import ROOT, cluster_session, environment, tick_crossing, warm_up, write_section
 from controller.scenario import ScenarioFile, load_scenario
 from controller.spark_replay import replay_spark
 
@@ -35,14 +35,9 @@ def runs_in_order() -> list[tuple[float, str]]:
 
 def capacity() -> tuple[ScenarioFile, dict[str, dict[str, Any]]]:
     """Each method at each scale: its timed batches' p50 and p99, every output checked."""
-    from spark_adapter.session import make_session
 
     sc = load_scenario(ROOT / "scenarios" / "spark-anticorrelated.yaml")
-    spark = make_session(
-        "local-cluster[2,1,1024]",
-        "trimtab-bench-capacity",
-        {"spark.sql.shuffle.partitions": "2", "spark.executor.memory": "768m"},
-    )
+    spark = cluster_session("trimtab-bench-capacity")
     work = Path(tempfile.mkdtemp(prefix="trimtab-bench-cap-"))
     out: dict[str, dict[str, Any]] = {m: {"p50": {}, "p99": {}} for m in CAP_METHODS}
     try:

@@ -111,3 +111,15 @@ def warm_up(spark: Any, scenario: Any, work: Path, placement: str, scale: float)
         spark=spark,
         workdir=work / "warm",
     )
+
+
+def cluster_session(name: str, partitions: int = 2, master: str = "local-cluster[2,1,1024]") -> Any:
+    """The benches' Spark session: local-cluster[2,1,1024] (2 executors of 1 core),
+    ``partitions`` shuffle partitions, 768 MiB per executor."""
+    from spark_adapter.session import make_session
+
+    return make_session(
+        master,
+        name,
+        {"spark.sql.shuffle.partitions": str(partitions), "spark.executor.memory": "768m"},
+    )

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import ROOT, environment, warm_up, write_section
+from bench.common import ROOT, cluster_session, environment, warm_up, write_section
 from controller.calibration import read_batches
 from controller.placements import PLACEMENTS, _KeepsPlan
 from controller.scenario import ScenarioFile, load_scenario
@@ -116,13 +116,8 @@ def runs_in_order() -> list[tuple[int, str]]:
 
 def oracle_runs(sc: ScenarioFile, plan: np.ndarray) -> dict[str, list[dict[str, Any]]]:
     """Each method's runs on local-cluster[2,1,1024], every output checked."""
-    from spark_adapter.session import make_session
 
-    spark = make_session(
-        "local-cluster[2,1,1024]",
-        "trimtab-bench-oracle",
-        {"spark.sql.shuffle.partitions": "2", "spark.executor.memory": "768m"},
-    )
+    spark = cluster_session("trimtab-bench-oracle")
     work = Path(tempfile.mkdtemp(prefix="trimtab-bench-oracle-"))
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in ORACLE_METHODS}
     try:

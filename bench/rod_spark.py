@@ -14,7 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import ROOT, calibration_row, environment, held_plan_load, warm_up, write_section
+from bench.common import (
+    ROOT,
+    calibration_row,
+    cluster_session,
+    environment,
+    held_plan_load,
+    warm_up,
+    write_section,
+)
 from controller.calibration import apply_overlay, calibrate, predicted_batches, read_batches
 from controller.scenario import ScenarioFile, load_scenario
 from controller.spark_replay import replay_spark
@@ -51,16 +59,11 @@ def bursty_rod() -> tuple[str, dict[str, Any]]:
     """``spark-bursty-rod`` replayed at each scale with each initial placement; a method's
     sustained burst rate is where the line fitted to its median burst-batch duration over the
     scales reaches the tick (a batch longer than the tick leaves a backlog)."""
-    from spark_adapter.session import make_session
 
     sc = load_scenario(ROOT / "scenarios" / "spark-bursty-rod.yaml")
     burst = burst_ticks(sc)
     timed = burst[(burst >= 1) & (burst < ROD_BATCHES)]
-    spark = make_session(
-        "local-cluster[2,1,1024]",
-        "trimtab-bench-rod",
-        {"spark.sql.shuffle.partitions": "2", "spark.executor.memory": "768m"},
-    )
+    spark = cluster_session("trimtab-bench-rod")
     work = Path(tempfile.mkdtemp(prefix="trimtab-bench-rod-"))
     med: dict[str, list[float]] = {m: [] for m in ROD_METHODS}
     at_cal: dict[str, dict[str, Any]] = {}

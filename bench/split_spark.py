@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import ROOT, environment, write_section
+from bench.common import ROOT, cluster_session, environment, write_section
 from controller.calibration import calibrate
 from controller.scenario import load_scenario
 from controller.spark_replay import replay_spark
@@ -63,15 +63,10 @@ def _measure(work: Path, summary: dict[str, Any], paths: list[str]) -> dict[str,
 def split_shed() -> tuple[dict[str, dict[str, Any]], dict[str, float], list[str]]:
     """Each run's measures by label, the calibration's figures and the path streams."""
     from spark_adapter.query import compile_query
-    from spark_adapter.session import make_session
 
     sc = load_scenario(ROOT / "scenarios" / "spark-split-shed.yaml")
     paths = list(compile_query(sc).sides)
-    spark = make_session(
-        SPLIT_MASTER,
-        "trimtab-bench-split",
-        {"spark.sql.shuffle.partitions": "2", "spark.executor.memory": "768m"},
-    )
+    spark = cluster_session("trimtab-bench-split", master=SPLIT_MASTER)
     work = Path(tempfile.mkdtemp(prefix="trimtab-bench-split-"))
     out: dict[str, dict[str, Any]] = {}
     cal: dict[str, float] = {}
