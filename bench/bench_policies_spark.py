@@ -41,7 +41,7 @@ from bench.common import (
     held_plan_load,
     write_section,
 )
-from bench.oracle_spark import busier_share, group_shares, oracle_section
+from bench.oracle_spark import busier_share, group_shares, initial_assignment, oracle_section
 from bench.rod_spark import rod_section
 from bench.shedding_spark import shedding_section
 from bench.split_spark import split_section
@@ -54,7 +54,6 @@ from controller.calibration import (
 from controller.replay import replay_sim
 from controller.scenario import ScenarioFile, load_scenario
 from controller.spark_replay import replay_spark
-from controller.wiring import make_policy, spark_context
 
 SCALE = 5.0
 WARMUP = 24
@@ -63,19 +62,10 @@ REPEATS = 2  # each method's runs, the order reversed in the second
 METHODS = ("hash", "llf", "random", "correlation-oneway", "correlation-twoway")
 
 
-def initial_assignment(sc: ScenarioFile, method: str) -> list[int]:
-    """The plan ``method`` starts from on this pipeline (its load model, no measurement)."""
-    from spark_adapter.query import compile_query
-
-    ctx = spark_context(sc, compile_query(sc), 2, SCALE)
-    plan = make_policy(sc, method, ctx=ctx).initial_plan()
-    return plan.placement.as_array().tolist()
-
-
 def busiest_share(sc: ScenarioFile, method: str) -> tuple[float, float]:
     """The modelled share of the load on ``method``'s busier partition over one period of the
     waves, (max, mean), from the declared keys (a perfect mix of the classes gives 0.5)."""
-    plan = np.asarray(initial_assignment(sc, method))
+    plan = np.asarray(initial_assignment(sc, method, SCALE))
     busier = busier_share(group_shares(sc, plan.size), plan[None, :])[0]
     return float(busier.max()), float(busier.mean())
 
@@ -107,7 +97,7 @@ def runs_in_order() -> list[tuple[int, str]]:
 def anticorrelated() -> tuple[str, dict[str, dict[str, Any]], str]:
 
     sc = load_scenario(ROOT / "scenarios" / "spark-anticorrelated.yaml")
-    moved = initial_assignment(sc, "llf") != initial_assignment(sc, "hash")
+    moved = initial_assignment(sc, "llf", SCALE) != initial_assignment(sc, "hash", SCALE)
     spark = cluster_session("trimtab-bench-policies")
     work = Path(tempfile.mkdtemp(prefix="trimtab-bench-pol-"))
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in METHODS}
@@ -249,7 +239,7 @@ def calibration_table(sc: ScenarioFile, work: Path, out: dict[str, dict[str, Any
     rows = []
     for m, s in out.items():
         if m in STATIC:  # the plan Spark ran, held (see CAL_NOTE)
-            load = held_plan_load(cal_sc, initial_assignment(sc, m), BATCHES)
+            load = held_plan_load(cal_sc, initial_assignment(sc, m, SCALE), BATCHES)
         else:
             load = replay_sim(cal_sc, placement=m, ticks=BATCHES).series.node_load.to_numpy()
         pred = predicted_batches(load, sc.tick_s, bm, skip=WARMUP)

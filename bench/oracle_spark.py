@@ -27,6 +27,7 @@ from controller.calibration import read_batches
 from controller.placements import PLACEMENTS, _KeepsPlan
 from controller.scenario import ScenarioFile, load_scenario
 from controller.spark_replay import replay_spark
+from controller.wiring import make_policy, spark_context
 from core.workload import key_epochs, key_group_shares
 
 ORACLE_SCALE = 5.0  # the placement part's rate (about 5000 tuples/s)
@@ -35,6 +36,16 @@ ORACLE_BATCHES = ORACLE_WARMUP + 24
 ORACLE_METHODS = ("llf", "oracle", "correlation-twoway")
 ORACLE_REPEATS = 2
 MAX_GROUPS = 20  # 2^(groups - 1) splits are scored
+
+
+def initial_assignment(sc: ScenarioFile, method: str, scale: float) -> list[int]:
+    """The plan ``method`` starts from on this pipeline over 2 partitions at ``scale`` x its
+    rate (its load model, no measurement)."""
+    from spark_adapter.query import compile_query
+
+    ctx = spark_context(sc, compile_query(sc), 2, scale)
+    plan = make_policy(sc, method, ctx=ctx).initial_plan()
+    return plan.placement.as_array().tolist()
 
 
 def group_shares(sc: ScenarioFile, groups: int) -> np.ndarray:
@@ -148,10 +159,8 @@ def oracle_runs(sc: ScenarioFile, plan: np.ndarray) -> dict[str, list[dict[str, 
 
 
 def oracle_section() -> None:
-    from bench.bench_policies_spark import initial_assignment
-
     sc = load_scenario(ROOT / "scenarios" / "spark-anticorrelated.yaml")
-    llf = np.asarray(initial_assignment(sc, "llf"))
+    llf = np.asarray(initial_assignment(sc, "llf", ORACLE_SCALE))
     shares = group_shares(sc, llf.size)
     plan, worst, mean = best_split(shares)
     runs = oracle_runs(sc, plan)
