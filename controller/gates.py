@@ -2,7 +2,8 @@
 
 ``Gates`` answers with the reason to hold, or None to go on:
 
-* before the round: warm-up (fewer samples than ``warmup_samples``), cooldown (the
+* before the round: warm-up (fewer samples than ``warmup_samples``), ``max_moves`` 0 (placement
+  frozen: only a failover, which runs before the gates, moves units), cooldown (the
   ``cooldown_rounds`` rounds after a change hold), a blackout window;
 * on a proposal: more moves than ``max_moves``, or an expected drop of the mean node-load
   variance below ``min_gain``.
@@ -70,6 +71,8 @@ class Gates:
     'cooldown: 2 round(s) since the last change, cooldown_rounds=2'
     >>> g.before_round(samples=5, rounds_since_change=3) is None
     True
+    >>> Gates(PlacementSettings(max_moves=0)).before_round(samples=5, rounds_since_change=9)
+    'max_moves=0: placement frozen (only units on failed nodes move)'
     >>> g.on_proposal(moves=4, gain=1.0)
     '4 moves exceed max_moves=3'
     >>> g.on_proposal(moves=1, gain=0.001)
@@ -92,6 +95,8 @@ class Gates:
         """A reason to skip the round, or None."""
         if samples < self.warmup_samples:
             return f"warm-up: {samples} samples, fewer than {self.warmup_samples}"
+        if self.s.max_moves == 0:
+            return "max_moves=0: placement frozen (only units on failed nodes move)"
         if rounds_since_change <= self.s.cooldown_rounds:
             return (
                 f"cooldown: {rounds_since_change} round(s) since the last change, "

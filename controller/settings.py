@@ -41,7 +41,12 @@ class PlacementSettings(TrimtabModel):
         0.0, ge=0, description="minimum expected drop of mean node-load variance"
     )
     cooldown_rounds: int = Field(0, ge=0, description="rounds without moves after a change")
-    max_moves: int = Field(1000, ge=0, description="most units moved in one round")
+    max_moves: int = Field(
+        1000,
+        ge=0,
+        description="most units moved in one round; 0 freezes placement (a failover still "
+        "moves units off failed nodes)",
+    )
     ineffective_hold_rounds: int = Field(
         3, ge=0, description="rounds a unit whose move did not help stays put"
     )

@@ -68,3 +68,14 @@ def test_the_default_least_loaded_plan_returns_too(tmp_path: Path) -> None:
     assert len(restored) == 1 and restored[0].reason.startswith("least-loaded: its plan restored")
     holds = [d.reason for d in r.decisions if d.kind == "hold"]
     assert holds and all("least-loaded: no periodic moves" in h for h in holds), holds
+
+
+def test_max_moves_zero_freezes_placement_but_not_the_failover(tmp_path: Path) -> None:
+    """max_moves 0: the units still leave the dead node A (a failover is not a placement
+    move), nothing returns once A is up, and every other round holds, saying why."""
+    r = _killed(tmp_path, 5, method="llf", fixed={}, max_moves=0)
+    per_node = _units_per_node(r)
+    assert (0, 4) in per_node and per_node[-1] == (0, 4), per_node
+    assert not any("restored" in d.reason for d in r.decisions)
+    holds = [d.reason for d in r.decisions if d.kind == "hold" and "warm-up" not in d.reason]
+    assert holds and all(h.startswith("max_moves=0: placement frozen") for h in holds), holds
