@@ -51,10 +51,9 @@ def run(
     """Mean over ``seeds`` of the summary keys this bench reports, and the decisions' kinds."""
     sc = _with(sc, update or {})
     runs = [replay_sim(sc, placement=method, seed=sc.seed + s) for s in range(seeds)]
-    out: dict[str, Any] = {
-        k: float(np.mean([r.summary[k] for r in runs]))
-        for k in ("mean_latency", "p99_latency", "migrations")
-    }
+    keys = ("mean_latency", "p99_latency", "migrations")
+    out: dict[str, Any] = {k: float(np.mean([r.summary[k] for r in runs])) for k in keys}
+    out["per_seed"] = {k: [float(r.summary[k]) for r in runs] for k in keys}
     out["adaptation"] = mean_adaptation([r.summary["adaptation"] for r in runs])
     # each run's stale-trigger firings: applied (a re-placement) or held
     fired = [
@@ -123,6 +122,21 @@ def drift_table() -> tuple[str, dict[str, dict[str, Any]]]:
     return "\n".join(rows), results
 
 
+def paired(a: list[float], b: list[float]) -> str:
+    """``a`` against ``b`` run on the same seeds: the mean per-seed difference a - b with its
+    standard error, and the seeds where a is below, equal to and above b.
+
+    >>> paired([1.0, 2.0, 3.0], [2.0, 2.0, 5.0])
+    '-1 +/- 0.577 (below on 2, equal on 1, above on 0 of 3 seeds)'
+    """
+    d = np.asarray(a) - np.asarray(b)
+    se = float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else float("nan")
+    return (
+        f"{d.mean():.3g} +/- {se:.3g} (below on {int((d < 0).sum())}, equal on "
+        f"{int((d == 0).sum())}, above on {int((d > 0).sum())} of {d.size} seeds)"
+    )
+
+
 def targets(res: dict[str, dict[str, Any]]) -> str:
     """The issue's targets, each with the figures it is judged on."""
 
@@ -148,6 +162,15 @@ def targets(res: dict[str, dict[str, Any]]) -> str:
             "at most); migrations "
             + ", ".join(f"{m.split('-')[1]} {r['migrations']:.1f}" for m, r in rnd.items())
             + " (target: selective fewest)"
+        )
+        sel = rnd["correlation-selective"]["per_seed"]["migrations"]
+        lines.append(
+            "  - paired by seed: two-way's mean latency minus one-way's "
+            + paired(two["per_seed"]["mean_latency"], one["per_seed"]["mean_latency"])
+            + "; selective's migrations minus one-way's "
+            + paired(sel, one["per_seed"]["migrations"])
+            + ", minus two-way's "
+            + paired(sel, two["per_seed"]["migrations"])
         )
     return "\n".join(lines)
 
@@ -404,6 +427,10 @@ Reruns: re-placements the trigger made.
 Against the targets:
 
 {t_targets}
+
+Paired by seed: the same {RANDOM_SEEDS} seeds, so the same random start, run with each method;
+a mean difference within about two standard errors of 0 is a tie between the two methods on
+this workload, not an ordering, whichever side of the target its mean falls on.
 
 The least the flip's target asks, measured with an oracle (bench only, not a controller): it
 knows the plan correlation-twoway settles on for the workload after the flip (a run with s1 in
