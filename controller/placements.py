@@ -381,6 +381,20 @@ class Correlation(_Base):
             if res.pairs
             else "no node pair differs by the load threshold"
         )
+        unmoved = [p for p in res.pairs if p["moves"] == 0]
+        if unmoved:
+            reason += f"; {len(unmoved)} pair(s) where {self.method} found no unit to move"
+        rejected = [
+            p for p in res.pairs if p["moves"] > 0 and not p["accepted"] and "worth_it" not in p
+        ]
+        if rejected:
+            worst = max(rejected, key=lambda p: p["max_d_after"] - p["max_d_before"])
+            reason += (
+                f"; {len(rejected)} pair(s) held by the acceptance rule (max divergent load "
+                f"must fall, or hold while the load gap falls); the worst: max D "
+                f"{worst['max_d_before']:.3g} -> {worst['max_d_after']:.3g}, gap "
+                f"{worst['gap_before']:.3g} -> {worst['gap_after']:.3g}"
+            )
         if unpaid:
             gain = sum(p["gain_cpu_s"] for p in unpaid)
             cost = sum(p["pause_cpu_s"] for p in unpaid)

@@ -144,6 +144,27 @@ def test_a_phase_flip_is_repaired_in_the_loop() -> None:
     assert any(d.reason.startswith("warm-up: ") for d in on.decisions if d.time_s < 20)
 
 
+def test_a_pair_move_the_acceptance_rule_held_says_so_with_its_numbers() -> None:
+    """After the flip's re-placement, one-way's pair moves would narrow each pair's load gap
+    but raise its max divergent load: every such round is a hold that names the rule and the
+    worst pair's numbers (as its details hold them), not only '0 accepted'."""
+    r = _replay("diurnal-phase-flip", "correlation-oneway")
+    held = [
+        d
+        for d in r.decisions
+        if d.details.get("phase") == "pairwise"
+        and any(p["moves"] > 0 and not p["accepted"] for p in d.details["pairs"])
+    ]
+    assert held, [d.reason for d in r.decisions]
+    for d in held:
+        assert not d.applied and "held by the acceptance rule" in d.reason, d.reason
+        rejected = [p for p in d.details["pairs"] if p["moves"] > 0 and not p["accepted"]]
+        assert all(p["max_d_after"] > p["max_d_before"] for p in rejected)  # why it held
+        worst = max(rejected, key=lambda p: p["max_d_after"] - p["max_d_before"])
+        assert f"{len(rejected)} pair(s) held" in d.reason
+        assert f"max D {worst['max_d_before']:.3g} -> {worst['max_d_after']:.3g}" in d.reason
+
+
 def _flip_every(interval_s: float, **params: float) -> ReplayResult:
     """diurnal-phase-flip, two-way, with a control round every ``interval_s``."""
     sc = load_scenario(SCENARIOS / "diurnal-phase-flip.yaml").with_controller(interval_s=interval_s)
