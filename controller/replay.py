@@ -6,7 +6,7 @@ variance and correlation per window, migrations and tuple accounting.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ __all__ = [
     "ReplayResult",
     "dpc_summary",
     "guarantee",
+    "pairwise_moves",
     "replay_sim",
     "scaling_summary",
     "summarize",
@@ -78,6 +79,7 @@ def replay_sim(
         ticks=int(sim.t),
         seed=scenario.seed,
         plan_version=loop.plan.version,
+        pairwise_moves=pairwise_moves(loop.records, policy.placement.name),
         adaptation=adaptation(res.streams, scenario.drift_times(), scenario.controller.interval_s),
     )
     if scenario.controller.scaling.enabled:
@@ -93,6 +95,20 @@ def replay_sim(
             {"predicted_live_" + k.removeprefix("predicted_"): v for k, v in live.items()}
         )
     return ReplayResult(summary=summary, series=res, decisions=loop.records)
+
+
+def pairwise_moves(records: Sequence[DecisionRecord], placement: str) -> int | None:
+    """Units the correlation method's own pair-wise rounds moved (applied decisions of phase
+    ``pairwise``; not its global steps, the trigger's re-placements or recoveries). None for a
+    method without pair-wise rounds. Where it is 0 for each correlation method, they differ
+    in nothing: their rounds only differ in the moves they make."""
+    if not placement.startswith("correlation-"):
+        return None
+    return sum(
+        int(d.details.get("moved", 0))
+        for d in records
+        if d.applied and d.kind.startswith("place") and d.details.get("phase") == "pairwise"
+    )
 
 
 def _weighted_quantile(x: np.ndarray, w: np.ndarray, q: float) -> float:

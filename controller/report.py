@@ -288,7 +288,7 @@ def render_run_dir(run_dir: str | Path) -> Path:
     lines = [
         f"{k} = {summary[k]:.4g}"
         if isinstance(summary.get(k), float)
-        else f"{k} = {summary.get(k)}"
+        else f"{k} = {'n/a' if summary.get(k) is None else summary.get(k)}"  # not measured
         for k in REPORT_KEYS
         if k in summary
     ]
@@ -304,6 +304,7 @@ REPORT_KEYS = (
     "p99_latency",
     "node_load_variance_mean",
     "migrations",
+    "pairwise_moves",
     "dropped_fraction",
     "lost_tuples",
     "node_seconds",

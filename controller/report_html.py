@@ -22,6 +22,7 @@ FIGURES: dict[str, tuple[str, str, str]] = {
     "node_load_variance_mean": ("node-load variance (mean over the window)", "cores²", "{:.4f}"),
     "mean_pairwise_node_correlation": ("mean pairwise node-load correlation", "-1 to 1", "{:.3f}"),
     "migrations": ("units moved between nodes", "moves", "{:,.0f}"),
+    "pairwise_moves": ("of them, by the method's own pair-wise rounds", "moves", "{:,.0f}"),
     "plan_versions": ("plans published", "plans", "{:,.0f}"),
     "dropped_fraction": ("input dropped by shedding", "%", "{:.2%}"),
     "rows_in": ("input rows", "rows", "{:,.0f}"),

@@ -17,6 +17,7 @@ __all__ = [
     "same_figures",
     "show",
     "table",
+    "tie_groups",
     "with_unit",
 ]
 
@@ -64,6 +65,7 @@ SUMMARY_KEYS = (
     "node_load_variance_mean",
     "mean_pairwise_node_correlation",
     "migrations",
+    "pairwise_moves",
     "dropped_fraction",
     "lost_tuples",
 )
@@ -85,24 +87,47 @@ def table(rows: list[dict[str, Any]], keys: tuple[str, ...], label: str) -> Tabl
     cells = [[_fmt(r.get(k, "")) for r in rows] for k in keys]
     for k, row in zip(keys, cells, strict=True):
         t.add_row(with_unit(k), *row)
-    t.caption = same_figures([str(r.get(label, "")) for r in rows], list(zip(*cells, strict=True)))
+    labels = [str(r.get(label, "")) for r in rows]
+    ties = tie_groups(labels, list(zip(*cells, strict=True)))
+    moved = {n: r.get("pairwise_moves") for n, r in zip(labels, rows, strict=True)}
+    t.caption = same_figures(ties, moved if "pairwise_moves" in keys else {})
     t.caption_justify = "left"
     return t
 
 
-def same_figures(labels: list[str], columns: list[tuple[str, ...]]) -> str | None:
-    """A line naming the runs whose columns print the same figures, group by group.
+def tie_groups(labels: list[str], columns: list[tuple[str, ...]]) -> list[list[str]]:
+    """The runs whose columns print the same figures, group by group (groups of two or more).
 
-    >>> same_figures(["a", "b", "c", "d"], [("1", "2"), ("1", "3"), ("1", "2"), ("1", "3")])
-    'the same figures: a = c; b = d'
-    >>> same_figures(["a", "b"], [("1",), ("2",)]) is None
-    True
+    >>> tie_groups(["a", "b", "c", "d"], [("1", "2"), ("1", "3"), ("1", "2"), ("1", "3")])
+    [['a', 'c'], ['b', 'd']]
+    >>> tie_groups(["a", "b"], [("1",), ("2",)])
+    []
     """
     groups: dict[tuple[str, ...], list[str]] = {}
     for name, col in zip(labels, columns, strict=True):
         groups.setdefault(col, []).append(name)
-    ties = [" = ".join(g) for g in groups.values() if len(g) > 1]
-    return f"the same figures: {'; '.join(ties)}" if ties else None
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def same_figures(ties: list[list[str]], pairwise_moves: dict[str, Any]) -> str | None:
+    """A line naming the tied runs; a group of correlation methods whose pair-wise rounds
+    moved no unit (the only place where they differ) says so.
+
+    >>> same_figures([["a", "c"], ["b", "d"]], {})
+    'the same figures: a = c; b = d'
+    >>> same_figures([], {}) is None
+    True
+    >>> same_figures([["correlation-oneway", "correlation-twoway"]],
+    ...              {"correlation-oneway": 0, "correlation-twoway": 0})
+    'the same figures: correlation-oneway = correlation-twoway (their pair-wise rounds moved no unit, and they differ only there)'
+    """
+    out = []
+    for g in ties:
+        line = " = ".join(g)
+        if all(n.startswith("correlation-") and pairwise_moves.get(n) == 0 for n in g):
+            line += " (their pair-wise rounds moved no unit, and they differ only there)"
+        out.append(line)
+    return f"the same figures: {'; '.join(out)}" if out else None
 
 
 def adaptation_keys(rows: list[dict[str, Any]]) -> tuple[str, ...]:
@@ -156,6 +181,7 @@ UNITS = {
     "node_mean_load_min": "cores",
     "mean_pairwise_node_correlation": "-1..1",
     "migrations": "moves",
+    "pairwise_moves": "moves",
     "dropped_fraction": "0..1",
     "rows_in": "rows",
     "rows_out": "rows",

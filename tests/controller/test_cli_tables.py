@@ -71,3 +71,30 @@ def test_runs_whose_figures_all_print_alike_are_named_under_the_table() -> None:
     assert apart.exit_code == 0, apart.output
     assert len(set(map(tuple, zip(*cells(apart.output).values(), strict=True)))) == 3
     assert "the same figures" not in apart.output, apart.output
+
+
+def test_a_tie_of_correlation_methods_says_their_pair_wise_rounds_moved_nothing() -> None:
+    """On `elastic-ramp` two-way's pair-wise rounds move units and one-way's and selective's
+    none, so those two print the same figures: the table counts each method's pair-wise moves
+    (from its decisions) and says why the two tie; two-way's own moves are counted apart from
+    the global steps' (fewer than all its migrations)."""
+    args = ["compare", str(SCENARIOS / "elastic-ramp.yaml"), "--placement"]
+    args.append("correlation-oneway,correlation-twoway,correlation-selective")
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    said = " ".join(r.output.split())
+    assert (
+        "the same figures: correlation-oneway = correlation-selective (their pair-wise rounds "
+        "moved no unit, and they differ only there)"
+    ) in said, r.output
+    rows = {
+        x["placement"]: x for x in json.loads(CliRunner().invoke(app, [*args, "--json"]).output)
+    }
+    assert (
+        rows["correlation-oneway"]["pairwise_moves"]
+        == 0
+        == rows["correlation-selective"]["pairwise_moves"]
+    )
+    two = rows["correlation-twoway"]
+    assert 0 < two["pairwise_moves"] < two["migrations"], two
+    assert cells(r.output)["pairwise_moves (moves)"][1] == str(int(two["pairwise_moves"]))
