@@ -62,21 +62,10 @@ def run(
     out["stale_reruns"] = float(np.mean([sum(f) for f in fired]))
     out["stale_held"] = float(np.mean([len(f) - sum(f) for f in fired]))
     out["global_moves"], out["later_moves"] = _moves_split(runs)
-    out["per_seed"]["pairwise_moves"] = [_pairwise_moves(r) for r in runs]
-    out["pairwise_moves"] = float(np.mean(out["per_seed"]["pairwise_moves"]))
+    if method.startswith("correlation-"):  # the pair-wise rounds' own moves (of migrations)
+        out["per_seed"]["pairwise_moves"] = [float(r.summary["pairwise_moves"]) for r in runs]
+        out["pairwise_moves"] = float(np.mean(out["per_seed"]["pairwise_moves"]))
     return out
-
-
-def _pairwise_moves(run: Any) -> float:
-    """Units the method's own pair-wise rounds moved in a run (not its global steps, the
-    trigger's re-placements or recoveries)."""
-    return float(
-        sum(
-            d.details.get("moved", 0)
-            for d in run.decisions
-            if d.applied and d.kind.startswith("place") and d.details.get("phase") == "pairwise"
-        )
-    )
 
 
 def _moves_split(runs: list[Any]) -> tuple[float, float]:
