@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from controller.node_speed import shape_differs
+from controller.pair_reasons import pairwise_reason
 from controller.policy import Array, Context, IntArray, PlacementMethod, RebalanceResult
 from controller.stale_trigger import StaleTrigger
 from core import loadstats
@@ -373,35 +374,7 @@ class Correlation(_Base):
             }
             for mv in res.moves
         ]
-        accepted = sum(int(p["accepted"]) for p in res.pairs)
-        unpaid = [p for p in res.pairs if p.get("worth_it") == 0.0]
-        reason = (
-            f"{self.method}: {len(res.pairs)} imbalanced pair(s), {accepted} accepted, "
-            f"{len(moves)} move(s)"
-            if res.pairs
-            else "no node pair differs by the load threshold"
-        )
-        unmoved = [p for p in res.pairs if p["moves"] == 0]
-        if unmoved:
-            reason += f"; {len(unmoved)} pair(s) where {self.method} found no unit to move"
-        rejected = [
-            p for p in res.pairs if p["moves"] > 0 and not p["accepted"] and "worth_it" not in p
-        ]
-        if rejected:
-            worst = max(rejected, key=lambda p: p["max_d_after"] - p["max_d_before"])
-            reason += (
-                f"; {len(rejected)} pair(s) held by the acceptance rule (max divergent load "
-                f"must fall, or hold while the load gap falls); the worst: max D "
-                f"{worst['max_d_before']:.3g} -> {worst['max_d_after']:.3g}, gap "
-                f"{worst['gap_before']:.3g} -> {worst['gap_after']:.3g}"
-            )
-        if unpaid:
-            gain = sum(p["gain_cpu_s"] for p in unpaid)
-            cost = sum(p["pause_cpu_s"] for p in unpaid)
-            reason += (
-                f"; {len(unpaid)} pair(s) held by migration cost: they would remove {gain:.3g} "
-                f"CPU-s of overload for {cost:.3g} CPU-s of pauses"
-            )
+        reason = pairwise_reason(self.method, res.pairs, len(moves))
         details = {"phase": "pairwise", "pairs": res.pairs, "moves": moves}
         return RebalanceResult(res.assignment, reason, details, judged_by="borealis acceptance")
 
