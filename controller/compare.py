@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from controller.migration_causes import mean_by_cause
 from controller.placements import PLACEMENTS, Correlation
 from controller.replay import replay_sim
 from controller.scenario import ScenarioFile
@@ -84,6 +85,7 @@ def compare(
         row["seeds"] = seeds
         row["shedding"] = shed or scenario.controller.shedding.method
         row["adaptation"] = mean_adaptation([r.get("adaptation", []) for r in runs])
+        row["migrations_by_cause"] = mean_by_cause([r["migrations_by_cause"] for r in runs])
         out.append(row)
     return out
 

@@ -39,6 +39,7 @@ from controller.gates import DecisionKind, in_blackout
 from controller.leadership import Leadership
 from controller.logs import configure_logging
 from controller.loop import ControlLoop
+from controller.migration_causes import cause_of, moved_by
 from controller.telemetry import Telemetry
 from controller.validation import take_over_epoch
 from controller.wiring import make_daemon_wiring
@@ -270,9 +271,9 @@ class Daemon:
         t = self.telemetry
         t.decisions.labels(kind=rec.kind).inc()
         t.export_nodes(self.loop.policy.ctx.cluster.ids, self.loop.nodes.series())
-        moved = rec.details.get("moved", 0)
-        if rec.applied and isinstance(moved, int | float):
-            t.migrations.inc(float(moved))
+        moved = moved_by(rec.details)
+        if rec.applied and moved:
+            t.migrations.labels(cause=cause_of(rec.details)).inc(moved)
         if rec.kind.startswith("recover"):
             t.failures.inc()
         obs = self.loop.last_obs

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from controller.migration_causes import Cause
 from controller.node_speed import shape_differs
 from controller.pair_reasons import pairwise_reason
 from controller.policy import Array, Context, IntArray, PlacementMethod, RebalanceResult
@@ -90,7 +91,8 @@ class _KeepsPlan(_Base):
             f"{self.name}: its plan restored, its nodes up again: {step.size} of "
             f"{todo.size} unit(s) moved back to {back}"
         )
-        details = {"phase": "restore", "remaining": int(todo.size - step.size)}
+        left = int(todo.size - step.size)
+        details = {"phase": "restore", "cause": Cause.PLAN_RESTORED, "remaining": left}
         return RebalanceResult(new, reason, details, judged_by="plan restored")
 
 
@@ -133,7 +135,8 @@ class LeastLoaded(_KeepsPlan):
             f"{np.round(was, 3).tolist()} the plan was made for (beyond {tolerance}); "
             f"re-placed by them ({moved} unit(s) moved)"
         )
-        details = {"capacities_before": was.round(3).tolist(), "capacities": cap.round(3).tolist()}
+        details = {"cause": Cause.NODE_SPEEDS, "capacities_before": was.round(3).tolist()}
+        details["capacities"] = cap.round(3).tolist()
         return RebalanceResult(new, why, details, judged_by="global step")
 
 
@@ -225,6 +228,7 @@ class Correlation(_Base):
         self.since_global = 1 << 30  # rounds since a global step's plan was reached
         self.target_why = ""
         self.target_numbers: dict[str, Any] = {}  # why it was chosen, logged with its first step
+        self.target_cause = Cause.GLOBAL_STEP  # the first global step, or the trigger's
 
     def skip_global_step(self) -> None:
         """Another method made the initial placement: pair-wise rounds from the start."""
@@ -242,6 +246,7 @@ class Correlation(_Base):
             self.global_done = True
             self.target = self._global(ctx, unit_x, assign)
             self.target_why = "global correlation placement after warm-up"
+            self.target_cause = Cause.GLOBAL_STEP
         elif not self.global_done and unit_x.shape[1] < ctx.settings.window_k:
             reason = (
                 f"warm-up: {unit_x.shape[1]} of {ctx.settings.window_k} samples before the "
@@ -294,6 +299,7 @@ class Correlation(_Base):
         again = self._global(ctx, unit_x, assign)
         if not ctx.settings.placement.migration_aware:
             self.target, self.target_why = again, f"stale placement ({why}): global step again"
+            self.target_cause = Cause.STALE_TRIGGER
             return None
         descent, relief = assign.copy(), again.copy()
         steps = int(max(self.p.refine_steps, 1))
@@ -332,6 +338,7 @@ class Correlation(_Base):
             )
             return RebalanceResult(assign.copy(), reason, details, judged_by="migration cost")
         self.target = candidates[best]
+        self.target_cause = Cause.STALE_TRIGGER
         self.target_numbers = {"candidates": details["candidates"], "chosen": best}
         self.target_why = (
             f"stale placement ({why}): {best}, removing {gain:.3g} CPU-s of overload for "
@@ -348,7 +355,8 @@ class Correlation(_Base):
         left = int(todo.size - step.size)
         moved = f"{step.size} of {todo.size} unit(s) moved" if todo.size else "no unit to move"
         reason = f"{self.target_why}: {moved} toward it"
-        details = {"phase": "global", "remaining": left, "moved_now": int(step.size)}
+        details = {"phase": "global", "cause": self.target_cause, "remaining": left}
+        details["moved_now"] = int(step.size)
         details.update(self.target_numbers)
         self.target_numbers = {}
         if left == 0:
@@ -375,7 +383,7 @@ class Correlation(_Base):
             for mv in res.moves
         ]
         reason = pairwise_reason(self.method, res.pairs, len(moves))
-        details = {"phase": "pairwise", "pairs": res.pairs, "moves": moves}
+        details = {"phase": "pairwise", "cause": Cause.PAIRWISE, "pairs": res.pairs, "moves": moves}
         return RebalanceResult(res.assignment, reason, details, judged_by="borealis acceptance")
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from controller.gates import DecisionKind, Gates, HoldList
+from controller.migration_causes import Cause
 from controller.node_speed import MeasuredCapacity
 from controller.settings import ControllerSettings
 from core import loadstats
@@ -268,7 +269,8 @@ class ControlPolicy:
         self.placement.skip_global_step()  # that was its global step
         moved = int(np.count_nonzero(assign != plan.placement.as_array()))
         why = f"{why}; {moved} unit(s) placed by {self.placement.name}"
-        return self._emit(plan, assign, DecisionKind.PLACE, why, {"moved": moved})
+        details = {"moved": moved, "cause": Cause.SCALING}
+        return self._emit(plan, assign, DecisionKind.PLACE, why, details)
 
     def _no_shed_below_ceiling(self, d: Decision, base: Plan) -> Decision:
         """Below the scaling ceiling the answer to load is more nodes: no shedding (a plan
@@ -366,7 +368,7 @@ class ControlPolicy:
             why = (
                 f"adopted the substrate's failover of {moved} units ({self.ctx.settings.ha.policy})"
             )
-            details = {"moved": 0, "failed_over": moved, **before}
+            details = {"moved": 0, "cause": Cause.FAILOVER, "failed_over": moved, **before}
             return self._emit(
                 plan, obs.assignment.astype(np.int64), DecisionKind.RECOVER, why, details
             )
@@ -378,7 +380,7 @@ class ControlPolicy:
             return None
         self.last_change_round = self.rounds
         why = f"re-placed {r.moved.size} units off failed nodes"
-        details = {"moved": int(r.moved.size), **before}
+        details = {"moved": int(r.moved.size), "cause": Cause.FAILOVER, **before}
         return self._emit(plan, r.assignment, DecisionKind.RECOVER, why, details)
 
     def _emit(

@@ -17,6 +17,7 @@ from controller.adaptation import adaptation
 from controller.calibration import predicted_batches
 from controller.live_batches import predicted_live
 from controller.loop import ControlLoop, DecisionRecord
+from controller.migration_causes import Cause, by_cause
 from controller.scenario import ScenarioFile
 from controller.settings import DPCSettings
 from controller.wiring import make_policy, make_simulator, with_shedding
@@ -79,6 +80,7 @@ def replay_sim(
         ticks=int(sim.t),
         seed=scenario.seed,
         plan_version=loop.plan.version,
+        migrations_by_cause=by_cause(loop.records),
         pairwise_moves=pairwise_moves(loop.records, policy.placement.name),
         adaptation=adaptation(res.streams, scenario.drift_times(), scenario.controller.interval_s),
     )
@@ -104,11 +106,7 @@ def pairwise_moves(records: Sequence[DecisionRecord], placement: str) -> int | N
     in nothing: their rounds only differ in the moves they make."""
     if not placement.startswith("correlation-"):
         return None
-    return sum(
-        int(d.details.get("moved", 0))
-        for d in records
-        if d.applied and d.kind.startswith("place") and d.details.get("phase") == "pairwise"
-    )
+    return by_cause(records).get(Cause.PAIRWISE, 0)
 
 
 def _weighted_quantile(x: np.ndarray, w: np.ndarray, q: float) -> float:

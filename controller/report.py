@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from controller.migration_causes import describe
 from controller.report_html import page
 from core import loadstats
 
@@ -285,17 +286,24 @@ def render_run_dir(run_dir: str | Path) -> Path:
         _png(fig, out / name)
     for stale in ("correlation_before.png", "correlation_after.png"):  # older reports' names
         (out / stale).unlink(missing_ok=True)
-    lines = [
-        f"{k} = {summary[k]:.4g}"
-        if isinstance(summary.get(k), float)
-        else f"{k} = {'n/a' if summary.get(k) is None else summary.get(k)}"  # not measured
-        for k in REPORT_KEYS
-        if k in summary
-    ]
+    lines = [f"{k} = {_text(summary[k])}" for k in REPORT_KEYS if k in summary]
     html = page(out, summary, [(n, h) for n, _, h in figs], decisions, comparison)
     (out / "report.html").write_text(html)
     (out / "summary.txt").write_text("\n".join(lines) + "\n")
     return out
+
+
+def _text(v: Any) -> str:
+    """A figure in ``summary.txt``: "n/a" for one not measured, causes on one line.
+
+    >>> _text(0.123456), _text(None), _text({"pairwise": 2}), _text(3)
+    ('0.1235', 'n/a', 'pairwise 2', '3')
+    """
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, dict):
+        return describe(v)
+    return "n/a" if v is None else str(v)
 
 
 REPORT_KEYS = (
@@ -304,6 +312,7 @@ REPORT_KEYS = (
     "p99_latency",
     "node_load_variance_mean",
     "migrations",
+    "migrations_by_cause",
     "pairwise_moves",
     "dropped_fraction",
     "lost_tuples",

@@ -9,6 +9,8 @@ import html
 from pathlib import Path
 from typing import Any
 
+from controller.migration_causes import describe
+
 __all__ = ["FIGURES", "page"]
 
 # summary key -> (what it is, unit, how to format)
@@ -22,6 +24,7 @@ FIGURES: dict[str, tuple[str, str, str]] = {
     "node_load_variance_mean": ("node-load variance (mean over the window)", "cores²", "{:.4f}"),
     "mean_pairwise_node_correlation": ("mean pairwise node-load correlation", "-1 to 1", "{:.3f}"),
     "migrations": ("units moved between nodes", "moves", "{:,.0f}"),
+    "migrations_by_cause": ("of them, by the rule that moved them", "moves", "{}"),
     "pairwise_moves": ("of them, by the method's own pair-wise rounds", "moves", "{:,.0f}"),
     "plan_versions": ("plans published", "plans", "{:,.0f}"),
     "dropped_fraction": ("input dropped by shedding", "%", "{:.2%}"),
@@ -50,6 +53,8 @@ def _fmt(key: str, v: Any) -> str:
         return "n/a"
     if isinstance(v, bool):
         return "yes" if v else "no"
+    if key == "migrations_by_cause" and isinstance(v, dict):
+        return html.escape(describe(v))
     spec = FIGURES.get(key, ("", "", "{:.4g}"))[2]
     try:
         return spec.format(v)

@@ -22,6 +22,7 @@ import pandas as pd
 
 from controller.calibration import RUN_FILE, CalibrationOverlay
 from controller.loop import ControlLoop
+from controller.migration_causes import by_cause
 from controller.replay import ReplayResult, pairwise_moves
 from controller.routing import RoutingPolicy
 from controller.scenario import ScenarioFile
@@ -82,6 +83,7 @@ def replay_spark(
         with watching(spark, ha.heartbeat_timeout_s, ha.failure_timeout_s) as monitor:
             summary, series = _run(pipe, sub, scenario, run, rows_in)
         summary |= monitor_report(monitor)
+        summary["migrations_by_cause"] = by_cause(loop.records)
         summary["pairwise_moves"] = pairwise_moves(loop.records, method)
     except Exception as e:  # after a stop signal the JVM got too (sent to the process group)
         if asked() and not isinstance(e, Interrupted):

@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from controller.migration_causes import Cause
 from core import loadstats
 
 __all__ = ["Telemetry"]
@@ -69,7 +70,14 @@ class Telemetry:
             ["stream"],
             registry=r,
         )
-        self.migrations = Counter("trimtab_migrations", "Operators moved between nodes", registry=r)
+        self.migrations = Counter(
+            "trimtab_migrations",
+            "Operators moved between nodes, by the rule that moved them",
+            ["cause"],
+            registry=r,
+        )
+        for cause in Cause:  # each exported from the start, at 0, so rate() reads every one
+            self.migrations.labels(cause=cause)
         self.plan_version = Gauge("trimtab_plan_version", "Version of the current plan", registry=r)
         self.missed = Counter(
             "trimtab_scheduler_jobs_missed", "Scheduled rounds missed", ["job"], registry=r

@@ -9,11 +9,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from controller.migration_causes import Cause
+
 __all__ = [
     "PREDICTED_KEYS",
     "SPARK_KEYS",
     "SUMMARY_KEYS",
     "adaptation_keys",
+    "cause_keys",
     "same_figures",
     "show",
     "table",
@@ -65,7 +68,6 @@ SUMMARY_KEYS = (
     "node_load_variance_mean",
     "mean_pairwise_node_correlation",
     "migrations",
-    "pairwise_moves",
     "dropped_fraction",
     "lost_tuples",
 )
@@ -80,6 +82,7 @@ def _fmt(v: Any) -> str:
 def table(rows: list[dict[str, Any]], keys: tuple[str, ...], label: str) -> Table:
     """Metrics down the side, one column per run (fits a terminal for several runs); runs
     whose figures all print alike are named under it (a tie is a finding, not a comparison)."""
+    keys, rows = cause_keys(keys, rows)
     t = Table(title=None)
     t.add_column("metric", overflow="fold")
     for r in rows:
@@ -90,9 +93,33 @@ def table(rows: list[dict[str, Any]], keys: tuple[str, ...], label: str) -> Tabl
     labels = [str(r.get(label, "")) for r in rows]
     ties = tie_groups(labels, list(zip(*cells, strict=True)))
     moved = {n: r.get("pairwise_moves") for n, r in zip(labels, rows, strict=True)}
-    t.caption = same_figures(ties, moved if "pairwise_moves" in keys else {})
+    t.caption = same_figures(ties, moved if "migrations" in keys else {})
     t.caption_justify = "left"
     return t
+
+
+def cause_keys(
+    keys: tuple[str, ...], rows: list[dict[str, Any]]
+) -> tuple[tuple[str, ...], list[dict[str, Any]]]:
+    """Below ``migrations``, a row per cause that moved units in any run (``migrations_by_cause``:
+    global step, stale trigger, pair-wise rounds, failover, ...), 0 for a run it moved none in.
+
+    >>> keys, rows = cause_keys(("migrations",), [{"migrations_by_cause": {"pairwise": 2}}, {}])
+    >>> keys, [r.get("migrations: pairwise") for r in rows]
+    (('migrations', 'migrations: pairwise'), [2, None])
+    """
+    causes = sorted({c for r in rows for c in r.get("migrations_by_cause") or {}})
+    if "migrations" not in keys or not causes:
+        return keys, rows
+    by = [f"migrations: {c}" for c in causes]
+    at = keys.index("migrations") + 1
+    out = [
+        r | {f"migrations: {c}": r["migrations_by_cause"].get(c, 0) for c in causes}
+        if r.get("migrations_by_cause") is not None
+        else r
+        for r in rows
+    ]
+    return (*keys[:at], *by, *keys[at:]), out
 
 
 def tie_groups(labels: list[str], columns: list[tuple[str, ...]]) -> list[list[str]]:
@@ -182,6 +209,7 @@ UNITS = {
     "mean_pairwise_node_correlation": "-1..1",
     "migrations": "moves",
     "pairwise_moves": "moves",
+    **{f"migrations: {c}": "moves" for c in Cause},
     "dropped_fraction": "0..1",
     "rows_in": "rows",
     "rows_out": "rows",

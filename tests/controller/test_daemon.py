@@ -150,6 +150,41 @@ def test_prometheus_endpoint_serves_metrics_on_loopback(tmp_path: Path) -> None:
         d.telemetry.serve("0.0.0.0", 0)
 
 
+def test_migrations_are_exported_by_the_rule_that_moved_them(tmp_path: Path) -> None:
+    """On `diurnal-phase-flip` the daemon's first global step and the stale trigger's
+    re-placement after the flip both move units: the endpoint counts each under its cause,
+    as the decision log's applied decisions name them, and every cause is exported from the
+    start (at 0: no pair-wise move here, a phase flip changes no node's mean)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    sc = str(SCENARIOS / "diurnal-phase-flip.yaml")
+    d = Daemon(
+        settings(
+            tmp_path,
+            control={"interval_s": 0.05, "window_samples": 20},
+            placement={"method": "correlation-twoway"},
+            substrate={"kind": "sim", "scenario": sc, "ticks_per_round": 10},
+        )
+    )
+    port = d.telemetry.serve("127.0.0.1", 0)
+    try:
+        for _ in range(70):  # past the flip at 600 s and the trigger's re-placement
+            d.tick()
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    finally:
+        d.telemetry.stop()
+    family = next(f for f in text_string_to_metric_families(body) if f.name == "trimtab_migrations")
+    got = {s.labels["cause"]: s.value for s in family.samples if s.name.endswith("_total")}
+    logged: dict[str, float] = {}
+    for r in DecisionLog(tmp_path / "decisions.sqlite").last(100):
+        if r["applied"] and r["details"].get("moved"):
+            cause = r["details"]["cause"]
+            logged[cause] = logged.get(cause, 0.0) + r["details"]["moved"]
+    assert logged.keys() == {"global-step", "stale-trigger"}, logged
+    assert {c: v for c, v in got.items() if v} == logged
+    assert got["pairwise"] == 0.0 and got["failover"] == 0.0  # there from the start
+
+
 def test_a_check_that_names_the_value_is_not_followed_by_its_type(tmp_path: Path) -> None:
     """Our own checks name the bad value; a list handed to one is not then named as 'list'
     (the line ended '... is not HH:MM-HH:MM (got list)')."""

@@ -62,6 +62,10 @@ def test_correlation_placement_pairs_anti_phased_key_groups_on_spark(waves_run) 
     # the pair-wise rounds' own moves, counted from the decisions: none of the global step's
     pairwise = [d for d in res.decisions if d.applied and d.details.get("phase") == "pairwise"]
     assert s["pairwise_moves"] == sum(d.details["moved"] for d in pairwise) < s["migrations"]
+    # by cause, the decisions' moves add up to the migrations counted from the plans the
+    # pipeline ran: the global step's among them
+    by = s["migrations_by_cause"]
+    assert sum(by.values()) == s["migrations"] and by["global-step"] > 0, by
     first = PlanStore(tmp_path / "plans").load(0).placement.as_array()
     last = PlanStore(tmp_path / "plans").load_current().placement.as_array()
     assert _class_imbalance(first) >= 2, first.tolist()  # else the step had nothing to do
