@@ -40,14 +40,18 @@ DPC_KEYS = (
 )
 
 
+HA_POLICIES = ("none", "upstream", "passive", "active")
+"""The availability policies ``compare --ha`` runs side by side."""
+
+
 def compare_ha(
     scenario: ScenarioFile, policies: list[str], seeds: int = 1, placement: str | None = None
 ) -> list[dict[str, Any]]:
     """The same faults under each availability policy, side by side."""
     out = []
     for pol in policies:
-        if pol not in ("none", "upstream", "passive", "active"):
-            raise ValueError(f"ha: unknown policy {pol!r} (known: none, upstream, passive, active)")
+        if pol not in HA_POLICIES:
+            raise ValueError(f"ha: unknown policy {pol!r} (known: {', '.join(HA_POLICIES)})")
         ctl = scenario.controller
         sc = scenario.model_copy(
             update={

@@ -17,7 +17,7 @@ from partitioners.pkg import PKG
 from partitioners.prompt import Prompt
 from partitioners.shuffle import Shuffle
 
-__all__ = ["NAMES", "make"]
+__all__ = ["NAMES", "VARIANTS", "make"]
 
 NAMES = (
     "hash",
@@ -31,6 +31,8 @@ NAMES = (
     "dalton",
     "prompt",
 )
+VARIANTS = ("capa-cam", "ecapa-mult")
+"""Variants ``trimtab partition`` also takes: CAPA's affinity rule, E-CAPA's latency factor."""
 
 
 def make(
@@ -77,7 +79,7 @@ def make(
         if name == "prompt":
             return Prompt(n, s)
         raise ValueError(
-            f"partitioner: unknown name {name!r} (known: {', '.join(NAMES)}, capa-cam, ecapa-mult)"
+            f"partitioner: unknown name {name!r} (known: {', '.join(NAMES + VARIANTS)})"
         )
 
     if name == "dalton" and sources > 1:

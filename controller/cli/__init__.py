@@ -1,7 +1,8 @@
 """The ``trimtab`` command line: a module per command group. Commands parse arguments and call
 library functions; the logic lives in the packages.
 
-* ``replays``: replay, compare, demo;
+* ``replays``: replay, compare;
+* ``demo``: the main job;
 * ``offline``: place, shed, partition, calibrate;
 * ``spark``: pipeline run, publish-operator, inject, cluster;
 * ``inputs``: input generate, import, profile;
@@ -17,7 +18,7 @@ from __future__ import annotations
 import click
 import typer.main
 
-from controller.cli import daemon, inputs, offline, replays, spark, verify
+from controller.cli import daemon, demo, inputs, offline, replays, spark, verify
 from controller.cli.common import app
 from controller.cli.tables import SPARK_KEYS, SUMMARY_KEYS
 
@@ -30,6 +31,7 @@ COMMAND_GROUPS = (
     inputs,
     verify,
     daemon,
+    demo,
 )  # each registers its commands on ``app``
 HELP_ORDER = (
     "replay",

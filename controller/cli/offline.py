@@ -83,10 +83,11 @@ def shed_cmd(
     Example: trimtab shed scenarios/seed-shedding-2node.yaml --method lp,uniform,local
     """
     from controller.compare import shed_at
+    from controller.shedding import METHODS as SHEDDING
 
     sc = load(scenario)
     try:
-        rows = shed_at(sc, names(method, "--method"), at=at, peak=peak)
+        rows = shed_at(sc, names(method, "--method", SHEDDING), at=at, peak=peak)
     except ValueError as e:
         fail(str(e))
     if json_out:
@@ -174,6 +175,7 @@ def partition_cmd(
     Example: trimtab partition scenarios/zipf-moderate.yaml --partitioners hash,pkg --workers 10
     """
     from controller.partition import partition_replay
+    from partitioners.registry import NAMES, VARIANTS
 
     sc = load(scenario)
     synthetic = {"seconds": seconds, "zipf": zipf, "keys": keys}  # the scenario's key stream
@@ -181,7 +183,7 @@ def partition_cmd(
     try:
         rows = partition_replay(
             sc,
-            names(partitioners, "--partitioners"),
+            names(partitioners, "--partitioners", NAMES + VARIANTS),
             workers,
             window_s,
             sources,

@@ -1,5 +1,4 @@
-"""Replays: a scenario end to end with the controller in the loop, methods side by side,
-and the demo (trimtab against hash routing on Spark)."""
+"""Replays: a scenario end to end with the controller in the loop, and methods side by side."""
 
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ from controller.cli.common import (
     app,
     check_ha_options,
     check_input_log,
+    check_placement,
     err,
     fail,
     finite,
@@ -217,7 +217,7 @@ def _check_substrate(substrate: str) -> None:
         fail(f"--substrate: {substrate!r} is not a substrate (use 'sim' or 'spark')")
 
 
-def _check_substrate_flags(
+def check_substrate_flags(
     ctx: typer.Context, substrate: str, spark_only: tuple[str, ...] = SPARK_ONLY
 ) -> None:
     """Exit 2 naming a flag the chosen substrate would ignore: the Spark replay's on the
@@ -250,15 +250,16 @@ def _check_replay_flags(
     """Exit 2 naming the flag for a bad substrate, partitioner, input, report path, master or
     scale (3 for a standalone master nothing listens at), or one that would be ignored."""
     _check_substrate(substrate)
+    if partitioner is not None:
+        names(partitioner, "--partitioner", PARTITIONERS)
+    check_placement(sc, ctx.params.get("placement"))
     if substrate == "spark":  # the generated input's segments, unless --input gives them
         check_spark_run(master, sc, ctx.params)
-    if partitioner is not None and partitioner not in PARTITIONERS:
-        fail(f"--partitioner: unknown name {partitioner!r} (known: {', '.join(PARTITIONERS)})")
     if input_dir is not None and substrate != "spark":
         fail("--input: imported events replay on Spark only (add --substrate spark)")
     if input_dir is not None and not input_dir.is_dir():
         fail(f"--input: {input_dir} is not a directory")
-    _check_substrate_flags(ctx, substrate)
+    check_substrate_flags(ctx, substrate)
     if input_dir is not None:  # its segments read once the flags are known to apply
         check_input_log(input_dir, "--input", sc)
     if report is not None:
@@ -350,99 +351,43 @@ def compare_cmd(
     Examples: trimtab compare scenarios/anticorrelated-diurnal.yaml --placement llf,correlation-oneway
               trimtab compare scenarios/overload-ramp.yaml --placement least-loaded --shedding lp,uniform,local,none
     """
-    from controller.compare import DPC_KEYS, HA_KEYS, compare, compare_ha
+    from controller.compare import HA_POLICIES, compare, compare_ha
+    from controller.shedding import METHODS as SHEDDING
 
     sc = load(scenario)
     places = names(placement or "llf,correlation-oneway", "--placement")
+    for method in places:
+        check_placement(sc, method)
     if ha is not None:
+        policies = names(ha, "--ha", HA_POLICIES)
         check_ha_options(sc, placement, places, shedding)
     try:
         if ha is not None:
-            rows = compare_ha(sc, names(ha, "--ha"), seeds, placement and places[0])
+            rows = compare_ha(sc, policies, seeds, placement and places[0])
         else:
-            sheds = names(shedding, "--shedding") if shedding is not None else None
+            sheds = None if shedding is None else names(shedding, "--shedding", SHEDDING)
             rows = compare(sc, places, seeds, sheds)
     except ValueError as e:
         fail(str(e))
     if json_out:
         print_json(rows)
-        return
-    if ha is not None:
+    else:
+        _show_compared(rows, ha is not None, shedding is not None)
+
+
+def _show_compared(rows: list[dict[str, Any]], ha: bool, shedding: bool) -> None:
+    """``compare``'s table: availability policies, placement x shedding pairs, or placements."""
+    from controller.compare import DPC_KEYS, HA_KEYS
+
+    if ha:
         dpc = DPC_KEYS if any("tentative_fraction" in r for r in rows) else ()
         t = table(rows, (*HA_KEYS, *dpc, "mean_latency", "throughput"), "ha")
         t.title = f"availability policies, placement {rows[0]['placement']}"
         show(t)
-    elif shedding is not None:
+    elif shedding:
         for r in rows:
             r["method"] = f"{r['placement']} / {r['shedding']}"
         keys = ("weighted_throughput", *SUMMARY_KEYS)
         show(table(rows, keys + adaptation_keys(rows), "method"))
     else:
         show(table(rows, SUMMARY_KEYS + adaptation_keys(rows), "placement"))
-
-
-DemoScenarioOpt = Annotated[
-    Path | None,
-    typer.Option(help="scenario to replay", show_default="scenarios/seed-groupby-window.yaml"),
-]
-
-
-@app.command()
-def demo(
-    ctx: typer.Context,
-    scenario: DemoScenarioOpt = None,
-    substrate: Annotated[str, typer.Option(help="spark (the main job) or sim")] = "spark",
-    master: Annotated[str, typer.Option(help="Spark master")] = "local-cluster[2,1,1024]",
-    batches: Annotated[int, typer.Option(min=2, help="micro-batches per run")] = 12,
-    scale: Annotated[float, typer.Option(callback=finite, min=1e-4, help="input rate scale")] = 0.5,
-    partitioner: Annotated[str, typer.Option(help="trimtab's hot-key partitioner")] = "wchoices",
-    placement: Annotated[str, typer.Option(help="trimtab's placement")] = "correlation-oneway",
-    report: Annotated[Path, typer.Option(help="report directory")] = Path("reports/demo"),
-) -> None:
-    """The main job: replay the seed group-by-window query on Spark, trimtab vs plain hash routing.
-
-    Example: trimtab demo
-    """
-    from controller.report import write_report
-
-    sc = load(scenario or SHIPPED / "seed-groupby-window.yaml")  # from any directory
-    _check_substrate_flags(
-        ctx, substrate, ("master", "batches", "scale", "partitioner", "placement")
-    )
-    writable_dir(report, "--report")
-    if partitioner not in PARTITIONERS:
-        fail(f"--partitioner: unknown name {partitioner!r} (known: {', '.join(PARTITIONERS)})")
-    if substrate != "sim":
-        check_spark_run(master, sc, ctx.params)
-    if substrate == "sim":
-        from controller.placements import DEMO_PLACEMENTS
-        from controller.replay import replay_sim
-
-        runs = [replay_sim(sc, placement=name) for name in DEMO_PLACEMENTS]
-        for r, name in zip(runs, DEMO_PLACEMENTS, strict=True):
-            r.summary["run"] = name
-        keys = SUMMARY_KEYS
-        best = min(runs, key=lambda r: r.summary["mean_latency"])
-    else:
-        from controller.demo import DEMO_KEYS, run_demo
-
-        try:
-            runs = run_demo(sc, master, batches, scale, partitioner, placement)
-        except ValueError as e:
-            fail(str(e))
-        keys = DEMO_KEYS
-        best = runs[-1]
-    show(table([r.summary for r in runs], keys, "run"))
-    if substrate != "sim":
-        h, t = runs[0].summary, runs[1].summary
-        p50 = [
-            f"{x:.2f} s" if x is not None else "n/a"
-            for x in (t["batch_duration_p50"], h["batch_duration_p50"])
-        ]
-        err.print(
-            f"trimtab: batch p50 {p50[0]} vs hash {p50[1]}; "
-            f"partition rows {t['partition_rows']} vs {h['partition_rows']}",
-            soft_wrap=True,  # one line; the terminal wraps it, not rich at 80 columns
-        )
-    write_report(best, report, comparison=[r.summary for r in runs])
-    err.print(f"report written to {report}/report.html")

@@ -1374,8 +1374,54 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             "--workers: shapes what cluster up starts",
         ),
         ("compare methods", ["compare", good, "--placement", "magic"], 2, "magic"),
+        # a method flag's names, checked before the first method runs: a Spark replay refused
+        # a misspelt placement after Spark started, demo after its whole hash run, and a
+        # correlation method whose window is too short for it ran (as LLF) and tied with LLF
+        (
+            "spark replay placement",
+            [*("replay", str(GW), "--substrate", "spark", "--placement", "magic")],
+            2,
+            "--placement: unknown method 'magic'",
+        ),
+        ("replay placements", ["replay", good, "--placement", "llf,rod"], 2, "one method"),
+        (
+            "compare window",
+            ["compare", _short_window(tmp), "--placement", "llf,correlation-twoway"],
+            2,
+            "--placement: 2 samples a window, fewer than correlation-twoway needs",
+        ),
+        (
+            "demo placement",
+            ["demo", "--placement", "magic", "--report", str(tmp / "demo-report")],
+            2,
+            "--placement: unknown method 'magic'",
+        ),
+        (
+            "compare shedding",
+            [*("compare", good, "--placement", "llf", "--shedding", "lp,magic")],
+            2,
+            "--shedding: unknown name 'magic'",
+        ),
+        ("compare ha", ["compare", good, "--ha", "upstream,magic"], 2, "--ha: unknown name"),
+        ("shed methods", ["shed", good, "--method", "lp,magic"], 2, "--method: unknown name"),
+        (
+            "partitioners",
+            ["partition", good, "--partitioners", "hash,magic"],
+            2,
+            "--partitioners: unknown name 'magic'",
+        ),
     ]
     return out
+
+
+def _short_window(tmp: Path) -> str:
+    """diurnal-phase-flip on LLF with a window of 2 samples: too few for a correlation."""
+
+    def edit(d):  # type: ignore[no-untyped-def]
+        d["controller"]["window_k"] = 2
+        d["controller"]["placement"] = {"method": "llf"}
+
+    return _scenario(tmp, "short-window", edit, SCENARIOS / "diurnal-phase-flip.yaml")
 
 
 def _bad_logs(tmp: Path) -> tuple[Path, Path]:
@@ -1496,6 +1542,7 @@ def test_bad_input_sweep(tmp_path: Path, busy_port: int) -> None:
     assert not (tmp_path / "w6").exists()  # the driver refused its master before any write
     assert not (tmp_path / "w-seg").exists()  # the refused segments: no log was made
     assert not (tmp_path / "cl").exists()  # no cluster was started, nor its logs written
+    assert not (tmp_path / "demo-report").exists()  # the refused demo wrote no report
     for name in ("other", "planned"):  # a refused plan: nothing pinned, Spark never started
         assert sorted(p.name for p in (tmp_path / name).iterdir()) == ["input", "plans"]
     # the refused operator parameters published no plan

@@ -293,6 +293,18 @@ def test_a_refused_run_makes_no_report_directory_and_spark_is_not_started(tmp_pa
             f"error: {sc}: operators.count_k.window: a keyed operator needs a window on Spark\n"
         )  # one line: no Spark session's start-up lines before it
     assert not (tmp_path / "w").exists()
+    # a misspelt --placement: refused once Spark had started (replay), or once the demo's
+    # whole hash run had ended (a minute), by the controller's own check
+    gw = str(SCENARIOS / "seed-groupby-window.yaml")
+    for cmd in (
+        ["replay", gw, "--substrate", "spark", "--placement", "magic"],
+        ["demo", "--placement", "magic", "--report", str(report)],
+    ):
+        r = subprocess.run([EXE, *cmd], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.startswith("error: --placement: unknown method 'magic' (known: ")
+        assert r.stderr.count("\n") == 1, r.stderr
+    assert not (tmp_path / "r").exists()
 
 
 def test_a_spark_replay_says_which_scenario_faults_it_will_not_inject(capsys) -> None:  # type: ignore[no-untyped-def]

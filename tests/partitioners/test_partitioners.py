@@ -19,7 +19,7 @@ from partitioners.dchoices import DChoices, WChoices, solve_d
 from partitioners.key_grouping import KeyGrouping
 from partitioners.pkg import PKG
 from partitioners.prompt import Prompt, prompt_plan
-from partitioners.registry import NAMES, make
+from partitioners.registry import NAMES, VARIANTS, make
 from partitioners.shuffle import Shuffle
 from partitioners.table import TableRouting
 
@@ -35,7 +35,7 @@ def zipf(s: float, size: int, space: int = 10_000, seed: int = 0) -> np.ndarray:
 KEYS = zipf(1.2, 20_000)
 
 
-@pytest.mark.parametrize("name", [*NAMES, "capa-cam", "ecapa-mult"])
+@pytest.mark.parametrize("name", [*NAMES, *VARIANTS])
 def test_ids_in_range_empty_single_and_determinism(name: str) -> None:
     n = 7
     a, b = (
