@@ -238,6 +238,18 @@ BYTES_PER_ROW_ON_DISK = 48  # a segment's Parquet row (a 330-row segment: 13 KB 
 BYTES_PER_SEGMENT_FILE = 4096
 
 
+def size_text(n_bytes: float) -> str:
+    """A size in the unit that shows it: GiB from 1 GiB, MiB from 1 MiB, else KiB.
+
+    >>> size_text(17225.7 * GIB), size_text(165_000), size_text(3 * 2**20), size_text(0)
+    ('17225.7 GiB', '161.1 KiB', '3.0 MiB', '0.0 KiB')
+    """
+    for unit, size in (("GiB", GIB), ("MiB", 2**20)):
+        if n_bytes >= size:
+            return f"{n_bytes / size:.1f} {unit}"
+    return f"{n_bytes / 1024:.1f} KiB"
+
+
 def free_space(path: Path) -> int:
     """Bytes free on the file system that ``path`` (or its nearest existing parent) is on."""
     p = path.resolve()
@@ -268,6 +280,6 @@ def log_disk_problem(
         return None
     return (
         f"{flag}: {segments:,} segments of {rows:,.0f} rows in all, at {BYTES_PER_ROW_ON_DISK} "
-        f"bytes a row and {BYTES_PER_SEGMENT_FILE} a file: about {need / GIB:.1f} GiB, more than "
-        f"the {free_bytes / GIB:.1f} GiB free where the log goes"
+        f"bytes a row and {BYTES_PER_SEGMENT_FILE} a file: about {size_text(need)}, more than "
+        f"the {size_text(free_bytes)} free where the log goes"
     )

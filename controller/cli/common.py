@@ -6,6 +6,7 @@ Exit codes: 0 success, 1 runtime failure, 2 usage or validation error, 3 environ
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -294,6 +295,8 @@ def writable_dir(path: Path, flag: str, make: bool = False) -> None:
     """Exit 2 naming ``flag`` unless ``path`` is (or can be made) a writable directory. The
     directories it had to make are removed again unless ``make``: a command refused later,
     or one that fails, leaves no empty directory behind (its writer makes it)."""
+    if path.exists() and not path.is_dir():
+        fail(f"{flag}: {path} is a file, not a directory")
     made = []
     p = path
     while not p.exists() and p != p.parent:
@@ -305,8 +308,9 @@ def writable_dir(path: Path, flag: str, make: bool = False) -> None:
         fail(f"{flag}: cannot create {path}: {(e.strerror or str(e)).lower()}")
     writable = os.access(path, os.W_OK)
     if not make:
-        for d in made:
-            d.rmdir()
+        for d in made:  # left if another process (a log's writer) wrote in it meanwhile
+            with contextlib.suppress(OSError):
+                d.rmdir()
     if not writable:
         fail(f"{flag}: {path} is not writable")
 

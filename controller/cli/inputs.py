@@ -77,6 +77,7 @@ def input_generate(
         fail(f"--lead-s: {lead_s} needs --pace-s, and must be below it (got {pace_s})")
     sc = load(scenario)
     check_spark_query(sc, scenario)  # the log feeds the Spark pipeline: no log it cannot run
+    writable_dir(workdir, "--workdir")  # else its disk read as one with 0 bytes free
     check_segments(sc, scale, segments if segments is not None else sc.ticks, workdir)
     check_input_log(workdir / "input", "--workdir", sc)  # appended to: this scenario's log
     check_not_ended(workdir)  # segments after the end would never run
@@ -128,14 +129,12 @@ def input_import(
 
     Example: trimtab input import examples/events-sample.csv --workdir w --stream clicks --key-col user --value-col bytes
     """
-    from core.model_base import plain_id
     from spark_adapter.event_import import EventImportError, import_events
     from spark_adapter.source import InputLog
 
-    try:  # as a scenario's stream ids are: a blank one no scenario can read
-        plain_id(stream)
-    except ValueError as e:
-        fail(f"--stream: {e} (got {stream!r})")
+    if problem := _stream_id_problem(stream):  # as a scenario's: a blank one none can read
+        fail(f"--stream: {problem} (got {stream!r})")
+    writable_dir(workdir, "--workdir")  # a file there, or one that cannot be made: exit 1
     made = [d for d in (workdir / "input", workdir) if not d.exists()]  # deepest first
     try:
         rep = import_events(
@@ -158,6 +157,17 @@ def input_import(
         fail(str(e))
     _left_out(rep, value_col)
     print_json(rep.as_dict())
+
+
+def _stream_id_problem(stream: str) -> str | None:
+    """Why ``stream`` cannot be a scenario's stream id (None: it can)."""
+    from core.model_base import plain_id
+
+    try:
+        plain_id(stream)
+    except ValueError as e:
+        return str(e)
+    return None
 
 
 def _left_out(rep: ImportReport, value_col: str | None) -> None:

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from controller.cli.common import check_master, check_spark_query, fail
+from controller.cli.common import check_master, check_spark_query, fail, writable_dir
 from controller.scenario import ScenarioFile
 from core.footprint import (
     free_space,
@@ -43,7 +43,8 @@ def check_spark_run(master: str, sc: ScenarioFile, params: dict[str, Any]) -> No
     check_spark_query(sc, params.get("scenario"))
     check_master(master)
     work = params.get("workdir")
-    if work is not None:
+    if work is not None:  # a directory that cannot be made read as a disk with 0 bytes free
+        writable_dir(Path(work), "--workdir")
         _check_unused(Path(work))
     if params.get("input_dir") is None:
         where = work or Path(tempfile.gettempdir())

@@ -171,7 +171,8 @@ def _preflight(
     plan this pipeline can run (a batch run's primary needs one now; a live one may wait for
     a daemon's)."""
     check_spark_query(sc, scenario)
-    check_input_log(workdir / "input", "--workdir", sc)
+    writable_dir(workdir, "--workdir")  # made only at the end (its plan store failed in one
+    check_input_log(workdir / "input", "--workdir", sc)  # that cannot be: a FileNotFoundError)
     check_not_ended(workdir)
     check_master(master)
     if role == "primary" and (trigger_s is None or default_plan):  # live: a daemon may publish

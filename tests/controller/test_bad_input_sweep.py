@@ -1410,8 +1410,33 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             2,
             "--partitioners: unknown name 'magic'",
         ),
+        # a --workdir that is a file, or that cannot be made: one line naming it, where a
+        # pipeline run ended in a FileNotFoundError (exit 1), an import in NotADirectoryError,
+        # and a generated log read the unmakeable directory's disk as one with 0 bytes free
+        *(
+            (f"{' '.join(cmd[:2])} workdir {why}", [*cmd, "--workdir", str(w)], 2, said)
+            for cmd in (
+                ["pipeline", "run", str(GW), "--default-plan"],
+                ["input", "generate", str(GW)],
+                ["input", "import", str(ROOT / "examples" / "events-sample.csv"), "--stream", "s"],
+                ["replay", str(GW), "--substrate", "spark"],
+            )
+            for why, w, said in (
+                ("file", _a_file(tmp), f"--workdir: {_a_file(tmp)} is a file, not a directory"),
+                ("unmakeable", _unmakeable(tmp), f"--workdir: cannot create {_unmakeable(tmp)}: "),
+            )
+        ),
     ]
     return out
+
+
+def _unmakeable(tmp: Path) -> Path:
+    return tmp / "plan.json" / "w"  # under a file: it cannot be made
+
+
+def _a_file(tmp: Path) -> Path:
+    (tmp / "a-file").write_text("not a directory")
+    return tmp / "a-file"
 
 
 def _short_window(tmp: Path) -> str:
