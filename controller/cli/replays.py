@@ -260,6 +260,12 @@ def _check_replay_flags(
     if input_dir is not None and not input_dir.is_dir():
         fail(f"--input: {input_dir} is not a directory")
     check_substrate_flags(ctx, substrate)
+    warm, batches = ctx.params.get("warmup_batches", 1), ctx.params.get("batches", 0)
+    if given(ctx, "warmup_batches") and input_dir is None and warm > batches - 2:
+        fail(  # the summary would time every batch, the warm-up too, as it does for 2 batches
+            f"--warmup-batches: {warm} of --batches {batches} leaves fewer than 2 batches to "
+            f"time; give --batches {warm + 2} or more"
+        )
     if input_dir is not None:  # its segments read once the flags are known to apply
         check_input_log(input_dir, "--input", sc)
     if report is not None:

@@ -1426,6 +1426,13 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
                 ("unmakeable", _unmakeable(tmp), f"--workdir: cannot create {_unmakeable(tmp)}: "),
             )
         ),
+        (
+            "warm-up batches",
+            ["replay", str(GW), "--substrate", "spark", "--batches", "4", "--warmup-batches", "3"],
+            2,
+            "--warmup-batches: 3 of --batches 4 leaves fewer than 2 batches to time; give "
+            "--batches 5 or more",
+        ),
     ]
     return out
 
