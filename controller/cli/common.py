@@ -374,25 +374,26 @@ def load(path: Path) -> ScenarioFile:
 
 def names(text: str, flag: str, known: tuple[str, ...] = ()) -> list[str]:
     """A comma-separated option as a list of names; exit 2 naming ``flag`` when it names none,
-    one twice (two identical columns would read as a comparison), or one not ``known`` (when
-    given), before the first of them runs."""
+    one twice (two identical columns read as a comparison), or one not ``known`` (if given)."""
     out = [x.strip() for x in text.split(",") if x.strip()]
     if not out:
         fail(f"{flag}: no name given (got {text!r})")
     for x in out:
         if out.count(x) > 1:
             fail(f"{flag}: {x!r} is named twice")
-        if known and x not in known:
-            fail(f"{flag}: unknown name {x!r} (known: {', '.join(known)})")
+        if known:
+            known_name(x, flag, known)
     return out
 
 
+def known_name(name: str, flag: str, known: tuple[str, ...]) -> None:
+    """Exit 2 naming ``flag`` unless ``name`` is one of ``known`` (a list is not one)."""
+    if name not in known:
+        fail(f"{flag}: unknown name {name!r} (known: {', '.join(known)})")
+
+
 def check_placement(sc: ScenarioFile, method: str | None, flag: str = "--placement") -> None:
-    """Exit 2 naming ``flag`` for a placement method that is not one (a list: ``compare`` runs
-    several), or a correlation method the scenario's window holds too few samples for, which
-    would place by load alone, as LLF: the scenario's own method is checked as it is read, and
-    the flag's was not (a Spark replay refused a misspelt one after Spark started, ``demo``
-    after its hash run; ``compare`` printed "llf = correlation-oneway")."""
+    """Exit 2 naming ``flag`` for no method (a list), or one the window is too short for."""
     if method is None:
         return
     from controller.placement_params import method_problem, window_problem
@@ -401,8 +402,8 @@ def check_placement(sc: ScenarioFile, method: str | None, flag: str = "--placeme
         fail(f"{flag}: one method, got {method!r} (`trimtab compare` runs several side by side)")
     if bad := method_problem({flag: method}):
         fail(bad)
-    p = sc.controller.placement
-    if bad := window_problem(method, p.initial, p.params, sc.controller.window_k):
+    ctl = sc.controller
+    if bad := window_problem(method, ctl.placement.initial, ctl.placement.params, ctl.window_k):
         fail(f"{flag}: {bad} (the scenario's controller.window_k)")
 
 

@@ -7,7 +7,16 @@ from typing import Annotated
 
 import typer
 
-from controller.cli.common import app, check_placement, err, fail, finite, load, names, writable_dir
+from controller.cli.common import (
+    app,
+    check_placement,
+    err,
+    fail,
+    finite,
+    known_name,
+    load,
+    writable_dir,
+)
 from controller.cli.replays import SHIPPED, check_substrate_flags
 from controller.cli.resources import check_spark_run
 from controller.cli.tables import SUMMARY_KEYS, show, table
@@ -42,9 +51,9 @@ def demo(
         ctx, substrate, ("master", "batches", "scale", "partitioner", "placement")
     )
     writable_dir(report, "--report")
-    names(partitioner, "--partitioner", PARTITIONERS)
-    check_placement(sc, placement)
-    if substrate != "sim":
+    known_name(partitioner, "--partitioner", PARTITIONERS)
+    if substrate != "sim":  # the simulator's demo runs its own placements
+        check_placement(sc, placement)
         check_spark_run(master, sc, ctx.params)
     if substrate == "sim":
         from controller.placements import DEMO_PLACEMENTS

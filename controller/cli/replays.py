@@ -17,6 +17,7 @@ from controller.cli.common import (
     fail,
     finite,
     given,
+    known_name,
     load,
     names,
     print_json,
@@ -251,7 +252,7 @@ def _check_replay_flags(
     scale (3 for a standalone master nothing listens at), or one that would be ignored."""
     _check_substrate(substrate)
     if partitioner is not None:
-        names(partitioner, "--partitioner", PARTITIONERS)
+        known_name(partitioner, "--partitioner", PARTITIONERS)
     check_placement(sc, ctx.params.get("placement"))
     if substrate == "spark":  # the generated input's segments, unless --input gives them
         check_spark_run(master, sc, ctx.params)

@@ -1385,6 +1385,12 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
         ),
         ("replay placements", ["replay", good, "--placement", "llf,rod"], 2, "one method"),
         (
+            "spark replay partitioners",
+            ["replay", str(GW), "--substrate", "spark", "--partitioner", "hash,pkg"],
+            2,
+            "--partitioner: unknown name 'hash,pkg'",
+        ),
+        (
             "compare window",
             ["compare", _short_window(tmp), "--placement", "llf,correlation-twoway"],
             2,
