@@ -219,8 +219,10 @@ def calibrate_cmd(
     """
     from controller.calibration import calibrate, overlay_yaml, rough_fit
 
+    if workdir.is_file():
+        fail(f"WORKDIR: {workdir} is a file, not a directory")
     if not workdir.is_dir():
-        fail(f"workdir: {workdir} is not a directory")
+        fail(f"WORKDIR: {workdir} does not exist")
     sc = load(scenario) if scenario is not None else None
     if sc is not None:  # a query the pipeline cannot run was named without the flag
         check_spark_query(sc, scenario, "--scenario")

@@ -254,6 +254,12 @@ def _check_replay_flags(
     if partitioner is not None:
         known_name(partitioner, "--partitioner", PARTITIONERS)
     check_placement(sc, ctx.params.get("placement"))
+    if (shed := ctx.params.get("shedding")) is not None:
+        from controller.shedding import METHODS as SHEDDING
+
+        if "," in shed:
+            fail(f"--shedding: one method, got {shed!r} (`trimtab compare` runs several)")
+        known_name(shed, "--shedding", SHEDDING)
     if substrate == "spark":  # the generated input's segments, unless --input gives them
         check_spark_run(master, sc, ctx.params)
     if input_dir is not None and substrate != "spark":

@@ -1384,6 +1384,18 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             "--placement: unknown method 'magic'",
         ),
         ("replay placements", ["replay", good, "--placement", "llf,rod"], 2, "one method"),
+        (  # named the field ("shedding: unknown method 'lp,none'") and not the flag
+            "replay shedding methods",
+            ["replay", good, "--shedding", "lp,none"],
+            2,
+            "--shedding: one method, got 'lp,none'",
+        ),
+        (
+            "spark replay shedding",
+            ["replay", str(GW), "--substrate", "spark", "--shedding", "magic"],
+            2,
+            "--shedding: unknown name 'magic'",
+        ),
         (
             "spark replay partitioners",
             ["replay", str(GW), "--substrate", "spark", "--partitioner", "hash,pkg"],

@@ -206,7 +206,10 @@ def test_bad_calibration_input_is_one_line(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     _one_line_error(runner.invoke(app, ["calibrate", str(empty)]), "no batch statistics")
-    _one_line_error(runner.invoke(app, ["calibrate", str(tmp_path / "nope")]), "not a directory")
+    nope = tmp_path / "nope"
+    _one_line_error(runner.invoke(app, ["calibrate", str(nope)]), f"WORKDIR: {nope} does not")
+    (tmp_path / "f").write_text("")
+    _one_line_error(runner.invoke(app, ["calibrate", str(tmp_path / "f")]), "a file, not a dir")
     bare = _workdir(tmp_path / "bare", _batches(), run_json=False)
     _one_line_error(runner.invoke(app, ["calibrate", str(bare)]), "--scenario")
     good = _workdir(tmp_path / "good", _batches())
