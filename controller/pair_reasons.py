@@ -10,8 +10,15 @@ from typing import Any
 __all__ = ["pairwise_reason"]
 
 
-def pairwise_reason(method: str, pairs: list[dict[str, Any]], moves: int) -> str:
-    """The round's reason from its pairs' numbers (``correlation.balance_pair``'s info).
+def pairwise_reason(
+    method: str,
+    pairs: list[dict[str, Any]],
+    moves: int,
+    widest_gap: float | None = None,
+    threshold: float | None = None,
+) -> str:
+    """The round's reason from its pairs' numbers (``correlation.balance_pair``'s info); with
+    no pair, the widest mean-load gap against ``threshold`` (None: too few samples).
 
     >>> held = {"moves": 2.0, "accepted": 0.0, "max_d_before": 0.8, "max_d_after": 0.84,
     ...         "gap_before": 0.38, "gap_after": 0.18}
@@ -19,11 +26,18 @@ def pairwise_reason(method: str, pairs: list[dict[str, Any]], moves: int) -> str
     'oneway: 2 imbalanced pair(s), 0 accepted, 0 move(s); 1 pair(s) where oneway found no unit
     to move; 1 pair(s) held by the acceptance rule (max divergent load must fall, or hold while
     the load gap falls); the worst: max D 0.8 -> 0.84, gap 0.38 -> 0.18'
+    >>> pairwise_reason("twoway", [], 0, 0.0312, 0.2)
+    'no node pair differs by the load threshold: the widest mean-load gap 0.0312 is below pair_threshold 0.2'
     >>> pairwise_reason("twoway", [], 0)
-    'no node pair differs by the load threshold'
+    'no pair-wise round: the window holds fewer samples than min_samples'
     """
+    if not pairs and widest_gap is None:
+        return "no pair-wise round: the window holds fewer samples than min_samples"
     if not pairs:
-        return "no node pair differs by the load threshold"
+        return (
+            f"no node pair differs by the load threshold: the widest mean-load gap "
+            f"{widest_gap:.3g} is below pair_threshold {threshold:g}"
+        )
     accepted = sum(int(p["accepted"]) for p in pairs)
     reason = f"{method}: {len(pairs)} imbalanced pair(s), {accepted} accepted, {moves} move(s)"
     unmoved = [p for p in pairs if p["moves"] == 0]

@@ -382,8 +382,10 @@ class Correlation(_Base):
             }
             for mv in res.moves
         ]
-        reason = pairwise_reason(self.method, res.pairs, len(moves))
+        th = self.p.pair_threshold
+        reason = pairwise_reason(self.method, res.pairs, len(moves), res.widest_gap, th)
         details = {"phase": "pairwise", "cause": Cause.PAIRWISE, "pairs": res.pairs, "moves": moves}
+        details.update(widest_gap=res.widest_gap, pair_threshold=th)
         return RebalanceResult(res.assignment, reason, details, judged_by="borealis acceptance")
 
 

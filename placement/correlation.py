@@ -100,6 +100,9 @@ class PairRound:
     assignment: IntArray
     moves: list[Move] = field(default_factory=list)
     pairs: list[dict[str, float]] = field(default_factory=list)
+    widest_gap: float | None = None
+    """The mean-load gap of the most and the least loaded live node (what pairs form on);
+    None when the window is too short to judge (fewer than ``min_samples``)."""
 
 
 def _quant(x: float, step: float) -> float:
@@ -418,6 +421,8 @@ def pairwise_round(
     if unit_x.shape[1] < p.min_samples:
         return out
     node_mean = loadstats.means(loadstats.node_series(unit_x, assign, capacity.size)) / capacity
+    live = node_mean if alive is None else node_mean[alive]
+    out.widest_gap = float(live.max() - live.min()) if live.size > 1 else 0.0
     for s, r in imbalanced_pairs(node_mean, alive, p.pair_threshold):
         idx = np.flatnonzero((out.assignment == s) | (out.assignment == r))
         local = (out.assignment[idx] == r).astype(np.int64)  # s -> 0, r -> 1

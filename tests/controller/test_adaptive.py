@@ -272,3 +272,17 @@ def test_a_global_step_that_moves_nothing_says_so() -> None:
     assert res.reason == "global correlation placement after warm-up: no unit to move toward it"
     moved = Correlation("twoway").rebalance(ctx, x, start, np.ones(ctx.cluster.n, dtype=bool))
     assert " unit(s) moved toward it" in moved.reason and "0 of " not in moved.reason
+
+
+def test_a_round_without_pairs_names_the_widest_gap_against_the_threshold() -> None:
+    """The stationary workload's pair-wise rounds form no pair: each hold says by how much the
+    widest node gap falls short of pair_threshold (it said only 'no node pair differs')."""
+    r = _replay("anticorrelated-diurnal", "correlation-twoway")
+    quiet = [
+        d for d in r.decisions if d.details.get("phase") == "pairwise" and not d.details["pairs"]
+    ]
+    assert len(quiet) > 10, [d.reason for d in r.decisions]
+    for d in quiet:
+        gap, th = d.details["widest_gap"], d.details["pair_threshold"]
+        assert 0 <= gap < th, d.details
+        assert f"widest mean-load gap {gap:.3g} is below pair_threshold {th:g}" in d.reason

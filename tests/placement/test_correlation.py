@@ -186,3 +186,18 @@ def test_two_way_sends_back_units_the_greedy_moved_for_nothing() -> None:
         return float(loadstats.divergent(loadstats.node_series(x, a, 2)).max())
 
     assert max_d(kept) <= max_d(greedy) + 1e-12
+
+
+def test_a_round_without_pairs_keeps_its_widest_gap_over_live_nodes() -> None:
+    """Node means 0.5, 0.2 and 0.42 (one unit each): pairs form on the widest gap, 0.3 >= 0.2;
+    with node 1 dead the live nodes' widest gap is 0.08 and no pair forms; a window shorter
+    than min_samples judges nothing (None)."""
+    x = np.repeat(np.array([[0.5], [0.2], [0.42]]), 10, axis=1)
+    a, cap = np.arange(3, dtype=np.int64), np.ones(3)
+    both = C.pairwise_round(x, a, cap, method="oneway")
+    assert both.pairs and both.widest_gap == pytest.approx(0.3)
+    alive = np.array([True, False, True])
+    live = C.pairwise_round(x, a, cap, alive, method="oneway")
+    assert not live.pairs and live.widest_gap == pytest.approx(0.08)
+    short = C.pairwise_round(x[:, :1], a, cap, method="oneway")
+    assert short.widest_gap is None
