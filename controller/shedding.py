@@ -130,7 +130,10 @@ def decide_shedding(
                 ShedPlan(method=method), "load fell below 90% of headroom: stop shedding", info
             )
         if not shedding_now:
-            return ShedDecision(None, "no node overloaded", info)
+            share = np.divide(full, limit, out=np.zeros_like(full), where=limit > 0)
+            j = int(np.argmax(share))
+            busiest = f"the busiest, {ids[j]}, at {share[j]:.0%} of its limit"
+            return ShedDecision(None, f"no node overloaded ({busiest})", info)
     if method == "lp" and table is not None:
         plan = table.lookup(model, capacity, headroom, ids, placement_version)
         info["plan_table"] = {

@@ -36,7 +36,13 @@ def test_a_replan_that_keeps_everything_stops_shedding() -> None:
     assert "stop shedding" in d.reason, d.reason
     # while no drop is in place, the same load is no decision at all
     idle = decide_shedding("lp", headroom, m, cap, ShedPlan(method="lp"), ("n0", "n1"))
-    assert idle.shed is None and idle.reason == "no node overloaded"
+    assert idle.reason.startswith("no node overloaded (the busiest, n")  # both at 95%: a tie
+    assert idle.reason.endswith(", at 95% of its limit)"), idle.reason
+    assert idle.shed is None
+    # the busiest is the one nearest its limit (headroom x capacity), with its share of it
+    cap = full / (np.array([0.5, 0.8]) * headroom)
+    idle = decide_shedding("lp", headroom, m, cap, ShedPlan(method="lp"), ("n0", "n1"))
+    assert idle.reason == "no node overloaded (the busiest, n1, at 80% of its limit)"
 
 
 def _decide(keep: tuple[float, float]) -> object:
