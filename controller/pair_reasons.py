@@ -14,21 +14,21 @@ def pairwise_reason(
     method: str,
     pairs: list[dict[str, Any]],
     moves: int,
-    widest_gap: float | None = None,
-    threshold: float | None = None,
+    widest_gap: float | None,
+    threshold: float,
 ) -> str:
     """The round's reason from its pairs' numbers (``correlation.balance_pair``'s info); with
     no pair, the widest mean-load gap against ``threshold`` (None: too few samples).
 
     >>> held = {"moves": 2.0, "accepted": 0.0, "max_d_before": 0.8, "max_d_after": 0.84,
     ...         "gap_before": 0.38, "gap_after": 0.18}
-    >>> pairwise_reason("oneway", [held, {**held, "moves": 0.0}], 0)  # doctest: +NORMALIZE_WHITESPACE
+    >>> pairwise_reason("oneway", [held, {**held, "moves": 0.0}], 0, 0.4, 0.2)  # doctest: +NORMALIZE_WHITESPACE
     'oneway: 2 imbalanced pair(s), 0 accepted, 0 move(s); 1 pair(s) where oneway found no unit
     to move; 1 pair(s) held by the acceptance rule (max divergent load must fall, or hold while
     the load gap falls); the worst: max D 0.8 -> 0.84, gap 0.38 -> 0.18'
     >>> pairwise_reason("twoway", [], 0, 0.0312, 0.2)
     'no node pair differs by the load threshold: the widest mean-load gap 0.0312 is below pair_threshold 0.2'
-    >>> pairwise_reason("twoway", [], 0)
+    >>> pairwise_reason("twoway", [], 0, None, 0.2)
     'no pair-wise round: the window holds fewer samples than min_samples'
     """
     if not pairs and widest_gap is None:
