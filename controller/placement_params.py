@@ -17,6 +17,7 @@ __all__ = [
     "method_problem",
     "pin_problem",
     "placement_problem",
+    "unread_params",
     "value_problem",
     "window_problem",
 ]
@@ -115,7 +116,7 @@ def placement_problem(
     """
     used = [m for m in (method, initial) if m]
     takes = {p for m in used for p in PARAMS.get(m, ())}
-    for name in sorted(set(params) - takes):
+    for name in unread_params(method, initial, params):
         methods = " or ".join(used)
         if not takes:
             owners = ", ".join(sorted(m for m, ps in PARAMS.items() if name in ps))
@@ -128,6 +129,20 @@ def placement_problem(
     if pins and "fixed" not in used:
         return f"fixed: pins are placed by method 'fixed' alone (method is {method!r})"
     return None
+
+
+def unread_params(method: str, initial: str | None, params: Mapping[str, object]) -> list[str]:
+    """The ``params`` neither ``method`` nor ``initial`` reads, sorted: what a ``--placement``
+    override of the scenario's method leaves out of its run (the scenario's own method was
+    checked to read them all when the file was loaded).
+
+    >>> unread_params("rod", None, {"pair_threshold": 0.3, "seed": 1})
+    ['pair_threshold']
+    >>> unread_params("llf", "rod", {"seed": 1})
+    []
+    """
+    takes = {p for m in (method, initial) if m for p in PARAMS.get(m, ())}
+    return sorted(set(params) - takes)
 
 
 def window_problem(

@@ -17,7 +17,7 @@ from controller.cli.common import (
     load,
     writable_dir,
 )
-from controller.cli.replays import SHIPPED, check_substrate_flags
+from controller.cli.replays import SHIPPED, check_substrate_flags, note_unread_params
 from controller.cli.resources import check_spark_run
 from controller.cli.tables import SUMMARY_KEYS, show, table
 from partitioners.registry import NAMES as PARTITIONERS
@@ -55,6 +55,8 @@ def demo(
     if substrate != "sim":  # the simulator's demo runs its own placements
         check_placement(sc, placement)
         check_spark_run(master, sc, ctx.params)
+        if placement is not None:
+            note_unread_params(sc, [placement])
     if substrate == "sim":
         from controller.placements import DEMO_PLACEMENTS
         from controller.replay import replay_sim

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -126,6 +127,8 @@ def replay(
     overlay = None
     if calibration is not None:
         sc, overlay = _calibrated(sc, calibration, substrate)
+    if placement is not None:  # every input checked: what the override leaves out
+        note_unread_params(sc, [placement])
     try:
         if substrate == "spark":
             from controller.spark_replay import replay_spark
@@ -211,6 +214,28 @@ def _calibrated(sc: ScenarioFile, path: Path, substrate: str) -> tuple[ScenarioF
 SHIPPED = Path(__file__).resolve().parents[2] / "scenarios"  # the repository's scenarios
 SPARK_ONLY = ("master", "batches", "partitioner", "partitions", "scale", "workdir")
 SPARK_ONLY += ("warmup_batches", "keep_workdir")
+
+
+def note_unread_params(sc: ScenarioFile, methods: list[str], flag: str = "--placement") -> None:
+    """Say on stderr which of the scenario's ``controller.placement.params`` a ``flag``
+    override leaves out: the file's method reads them all (checked at load), another method
+    may read none of them, and its run would otherwise look like it used them."""
+    from controller.placement_params import unread_params
+
+    p = sc.controller.placement
+    left: dict[tuple[str, ...], list[str]] = {}
+    for m in methods:
+        if m != p.method and (unread := tuple(unread_params(m, p.initial, p.params))):
+            left.setdefault(unread, []).append(m)
+    for unread, ms in left.items():
+        said = ", ".join(f"{k} {p.params[k]:g}" for k in unread)
+        one, them = len(ms) == 1, "it" if len(unread) == 1 else "them"
+        print(
+            f"note: {flag} {', '.join(ms)} {'does' if one else 'do'} not read "
+            f"controller.placement.params {said} (set for {p.method}): "
+            f"{'its run leaves' if one else 'their runs leave'} {them} out",
+            file=sys.stderr,
+        )
 
 
 def _check_substrate(substrate: str) -> None:
@@ -374,11 +399,12 @@ def compare_cmd(
     if ha is not None:
         policies = names(ha, "--ha", HA_POLICIES)
         check_ha_options(sc, placement, places, shedding)
+    sheds = None if shedding is None else names(shedding, "--shedding", SHEDDING)
+    note_unread_params(sc, places, "--placement" if placement else "compare's default")
     try:
         if ha is not None:
             rows = compare_ha(sc, policies, seeds, placement and places[0])
         else:
-            sheds = None if shedding is None else names(shedding, "--shedding", SHEDDING)
             rows = compare(sc, places, seeds, sheds)
     except ValueError as e:
         fail(str(e))

@@ -340,3 +340,45 @@ def test_the_demo_runs_from_any_directory(tmp_path: Path) -> None:
     )
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "reports" / "demo" / "report.html").is_file()
+
+
+def test_a_placement_override_says_which_of_the_scenario_s_params_it_leaves_out(
+    tmp_path: Path,
+) -> None:
+    """The file's method reads every parameter (checked at load); ``--placement llf`` reads
+    none of correlation's, so its run says it leaves ``pair_threshold`` out, and not ``seed``,
+    which the file's initial method (rod) still reads. A method that reads them all is not
+    noted, and a run refused by a later flag notes nothing."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from controller.cli import app
+
+    d = yaml.safe_load((SCENARIOS / "anticorrelated-diurnal.yaml").read_text())
+    d["controller"]["placement"] = {
+        "method": "correlation-twoway",
+        "initial": "rod",
+        "params": {"pair_threshold": 0.3, "seed": 4},
+    }
+    d["duration_s"] = 120
+    sc = tmp_path / "sc.yaml"
+    sc.write_text(yaml.safe_dump(d))
+    run = [str(sc)]
+
+    def invoke(*args: str) -> tuple[int, str]:
+        r = CliRunner().invoke(app, list(args))
+        return r.exit_code, r.stderr
+
+    note = "controller.placement.params pair_threshold 0.3 (set for correlation-twoway): "
+    assert invoke("replay", *run, "--placement", "llf") == (
+        0,
+        f"note: --placement llf does not read {note}its run leaves it out\n",
+    )
+    assert invoke("replay", *run, "--placement", "correlation-oneway") == (0, "")
+    code, said = invoke("compare", *run, "--placement", "llf,random,correlation-oneway")
+    assert (code, said) == (
+        0,
+        f"note: --placement llf, random do not read {note}their runs leave it out\n",
+    )
+    code, said = invoke("replay", *run, "--placement", "llf", "--shedding", "bogus")
+    assert code == 2 and "note:" not in said and "--shedding" in said
