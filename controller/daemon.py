@@ -42,7 +42,7 @@ from controller.loop import ControlLoop
 from controller.migration_causes import cause_of, moved_by
 from controller.telemetry import Telemetry
 from controller.validation import take_over_epoch
-from controller.wiring import make_daemon_wiring
+from controller.wiring import make_daemon_wiring, params_left_out
 from core import loadstats
 from core.cluster import NodeStatus
 from core.lease import StaleEpochError
@@ -99,6 +99,8 @@ class Daemon:
             k: str(Path(getattr(settings, k)).resolve()) for k in ("decision_log", "state_dir")
         }
         log.info("starting", extra={"fields": paths})  # where `decisions` and `status` look
+        if left := params_left_out(settings):  # the scenario's, set for its own method
+            log.warning("placement_params_left_out", extra={"fields": left})
         if not self._try_lead():
             log.info("standby", extra={"fields": self.lead.status()})
 

@@ -33,6 +33,7 @@ __all__ = [
     "make_daemon_wiring",
     "make_policy",
     "make_simulator",
+    "params_left_out",
     "spark_context",
     "with_shedding",
 ]
@@ -165,6 +166,23 @@ def make_simulator(scenario: ScenarioFile, seed: int | None = None) -> Simulator
     """The simulator of a scenario, carrying out its availability policy."""
     ha = scenario.controller.ha
     return Simulator(scenario, seed, ha.policy, ha.checkpoint_interval)
+
+
+def params_left_out(settings: Settings) -> dict[str, Any]:
+    """What the daemon's placement leaves out of the steered scenario's
+    ``controller.placement.params``: a config that names another method (and no params of
+    its own) keeps the scenario's params, which that method may not read. Empty when it
+    reads them all; else the method, the params left out and the method they were set for.
+    (The config's own params are checked against its method when it loads.)"""
+    from controller.placement_params import unread_params
+
+    theirs = load_scenario(settings.substrate.scenario).controller
+    p = settings.controller_settings(theirs).placement
+    unread = unread_params(p.method, p.initial, p.params)
+    if not unread:
+        return {}
+    left = {k: p.params[k] for k in unread}
+    return {"method": p.method, "params_left_out": left, "set_for": theirs.placement.method}
 
 
 def make_daemon_wiring(

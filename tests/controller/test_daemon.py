@@ -1334,3 +1334,47 @@ def test_decisions_shows_the_kinds_asked_for(tmp_path: Path) -> None:
         app, ["decisions", "--decision-log", str(path), "--changes", "--kind", "hold"]
     )
     assert r.exit_code == 2 and "'hold' with --changes" in r.stderr, r.stderr
+
+
+def test_a_config_method_that_reads_none_of_the_scenario_s_params_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A config naming another placement method keeps the scenario's params (a key left out
+    keeps the scenario's value); llf reads none of correlation's, so the daemon starts with a
+    warning naming them; rod with a ``seed`` of its own (params merge) names the same one. A
+    method that reads them starts without one."""
+    import logging
+
+    doc = yaml.safe_load((SCENARIOS / "anticorrelated-diurnal.yaml").read_text())
+    doc["controller"]["placement"] = {
+        "method": "correlation-twoway",
+        "params": {"pair_threshold": 0.3},
+    }
+    sc = tmp_path / "sc.yaml"
+    sc.write_text(yaml.safe_dump(doc))
+    sub = {"scenario": str(sc)}
+
+    def left_out(placement: dict) -> list[dict]:
+        caplog.clear()
+        run = tmp_path / placement["method"]  # its own decision log: each one the primary
+        with caplog.at_level(logging.INFO, logger="trimtab.daemon"):
+            Daemon(settings(run, substrate=sub, placement=placement))
+        said = [r for r in caplog.records if r.getMessage() == "placement_params_left_out"]
+        assert all(r.levelno == logging.WARNING for r in said)
+        return [r.fields for r in said]  # type: ignore[attr-defined]
+
+    assert left_out({"method": "llf"}) == [
+        {
+            "method": "llf",
+            "params_left_out": {"pair_threshold": 0.3},
+            "set_for": "correlation-twoway",
+        }
+    ]
+    assert left_out({"method": "correlation-oneway"}) == []
+    assert left_out({"method": "rod", "params": {"seed": 2}}) == [
+        {
+            "method": "rod",
+            "params_left_out": {"pair_threshold": 0.3},
+            "set_for": "correlation-twoway",
+        }
+    ]
