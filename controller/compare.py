@@ -143,7 +143,9 @@ def _model_series(scenario: ScenarioFile, k: int = 10) -> np.ndarray:
 def place(
     scenario: ScenarioFile, algorithms: list[str], points: int = 2**14
 ) -> list[dict[str, Any]]:
-    """Static placements with ``feasible_set_ratio``, node mean loads and inter-node arcs."""
+    """Static placements with ``feasible_set_ratio``, node mean loads and inter-node arcs;
+    each method with the scenario's ``controller.placement.params`` it reads (ROD's seed and
+    search, correlation's global-step settings), as a replay would place with them."""
     if unknown := [x for x in algorithms if x not in PLACEMENTS and x != "correlation"]:
         known = ", ".join(sorted(PLACEMENTS))
         raise ValueError(
@@ -152,12 +154,14 @@ def place(
     ctx = make_context(scenario)
     cap = ctx.cluster.capacities()
     out = []
+    params = dict(scenario.controller.placement.params)
     for name in algorithms:
         method = PLACEMENTS.get(name)
-        if method is None or isinstance(method({}), Correlation):
-            a = correlation_global.initial_placement(_model_series(scenario), cap)
+        placer = Correlation("oneway", params) if method is None else method(params)
+        if isinstance(placer, Correlation):
+            a = correlation_global.initial_placement(_model_series(scenario), cap, placer.p)
         else:
-            a = method({}).initial(ctx, None)
+            a = placer.initial(ctx, None)
         fs = feasible_set_ratio(ctx.units.coeff, a, cap, points=points, seed=scenario.seed)
         load = loadstats.node_series(ctx.expected_unit_load()[:, None], a, cap.size)[:, 0]
         out.append(

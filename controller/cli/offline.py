@@ -35,6 +35,8 @@ def place_cmd(
 ) -> None:
     """Static placements with their feasible-set ratio, node mean loads and inter-node arcs.
 
+    Each method places with the scenario's controller.placement.params it reads.
+
     Example: trimtab place scenarios/bursty-rod.yaml --algorithm rod,llf
     """
     from controller.compare import place

@@ -104,3 +104,33 @@ def test_a_tie_of_correlation_methods_says_their_pair_wise_rounds_moved_nothing(
     for x in rows.values():
         assert sum(x["migrations_by_cause"].values()) == x["migrations"], x
     assert "pairwise_moves (moves)" not in table  # the same count, not printed twice
+
+
+def test_place_runs_each_method_with_the_scenario_s_params() -> None:
+    """The scenario's ``search_rounds: 0`` turns ROD's feasible-set search off: ``place``
+    shows plain ROD (the greedy's own assignment, computed here), not the searched one it
+    showed with the params ignored; ``seed`` reaches random; llf reads neither."""
+    from controller.compare import place
+    from controller.scenario import load_scenario
+    from controller.wiring import make_context
+    from placement.rod import rod
+
+    sc = load_scenario(SCENARIOS / "bursty-rod.yaml")
+
+    def with_params(params: dict) -> dict[str, dict]:
+        pl = sc.controller.placement.model_copy(update={"params": params})
+        rows = place(sc.with_controller(placement=pl), ["rod", "random", "llf"], 1024)
+        return {r["algorithm"]: r for r in rows}
+
+    default, off, seeded = (
+        with_params({}),
+        with_params({"search_rounds": 0}),
+        with_params({"seed": 7}),
+    )
+    ctx = make_context(sc)
+    plain = rod(ctx.units.coeff, ctx.cluster.capacities(), ctx.units.edges, seed=sc.seed)
+    ids = [off["rod"]["assignment"][u] for u in ctx.units.ids]
+    assert ids == [ctx.cluster.ids[int(n)] for n in plain]
+    assert off["rod"]["feasible_set_ratio"] < default["rod"]["feasible_set_ratio"]
+    assert seeded["random"]["assignment"] != default["random"]["assignment"]
+    assert off["llf"] == default["llf"] == seeded["llf"]
