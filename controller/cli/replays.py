@@ -124,9 +124,7 @@ def replay(
     """
     sc = load(scenario)
     _check_replay_flags(ctx, sc, substrate, partitioner, input_dir, report, master)
-    overlay = None
-    if calibration is not None:
-        sc, overlay = _calibrated(sc, calibration, substrate)
+    sc, overlay = _calibrated(sc, calibration, substrate)
     if placement is not None:  # every input checked: what the override leaves out
         note_unread_params(sc, [placement])
     try:
@@ -197,12 +195,14 @@ def _replay_spark_cli(
         )
 
 
-def _calibrated(sc: ScenarioFile, path: Path, substrate: str) -> tuple[ScenarioFile, Any]:
+def _calibrated(sc: ScenarioFile, path: Path | None, substrate: str) -> tuple[ScenarioFile, Any]:
     """The scenario with a calibration overlay applied (the simulator) or as it is (Spark,
-    where the overlay calibrates the controller's load model), and the overlay; exit 2
-    naming what is wrong."""
+    where the overlay calibrates the controller's load model), and the overlay (None
+    without one); exit 2 naming what is wrong."""
     from controller.calibration import apply_overlay, load_overlay
 
+    if path is None:
+        return sc, None
     try:
         overlay = load_overlay(path)
         calibrated = apply_overlay(sc, overlay)
