@@ -321,8 +321,26 @@ def validate(
             print(f"error: {f}: {taken}", file=sys.stderr)
             continue
         print(f"ok: {f} ({kind})")
+        if conf is not None:
+            note_params_left_out(f, conf)
     if bad or env:
         raise typer.Exit(2 if bad else 3)
+
+
+def note_params_left_out(path: Path, conf: Any) -> None:
+    """Say on stderr which of the steered scenario's ``controller.placement.params`` a
+    valid config's placement method does not read, as the daemon warns at start
+    (``placement_params_left_out``): valid, but the run leaves them out."""
+    from controller.wiring import params_left_out
+
+    if left := params_left_out(conf):
+        said = ", ".join(f"{k} {v:g}" for k, v in left["params_left_out"].items())
+        print(
+            f"note: {path}: placement.method {left['method']} does not read the scenario's "
+            f"controller.placement.params {said} (set for {left['set_for']}): "
+            f"the daemon leaves {'it' if len(left['params_left_out']) == 1 else 'them'} out",
+            file=sys.stderr,
+        )
 
 
 @app.command("report")

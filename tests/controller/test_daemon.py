@@ -1336,6 +1336,18 @@ def test_decisions_shows_the_kinds_asked_for(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "'hold' with --changes" in r.stderr, r.stderr
 
 
+def _twoway_scenario(tmp_path: Path) -> Path:
+    """anticorrelated-diurnal set up for two-way, with a ``pair_threshold`` of its own."""
+    doc = yaml.safe_load((SCENARIOS / "anticorrelated-diurnal.yaml").read_text())
+    doc["controller"]["placement"] = {
+        "method": "correlation-twoway",
+        "params": {"pair_threshold": 0.3},
+    }
+    sc = tmp_path / "sc.yaml"
+    sc.write_text(yaml.safe_dump(doc))
+    return sc
+
+
 def test_a_config_method_that_reads_none_of_the_scenario_s_params_says_so(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -1345,13 +1357,7 @@ def test_a_config_method_that_reads_none_of_the_scenario_s_params_says_so(
     method that reads them starts without one."""
     import logging
 
-    doc = yaml.safe_load((SCENARIOS / "anticorrelated-diurnal.yaml").read_text())
-    doc["controller"]["placement"] = {
-        "method": "correlation-twoway",
-        "params": {"pair_threshold": 0.3},
-    }
-    sc = tmp_path / "sc.yaml"
-    sc.write_text(yaml.safe_dump(doc))
+    sc = _twoway_scenario(tmp_path)
     sub = {"scenario": str(sc)}
 
     def left_out(placement: dict) -> list[dict]:
@@ -1378,3 +1384,31 @@ def test_a_config_method_that_reads_none_of_the_scenario_s_params_says_so(
             "set_for": "correlation-twoway",
         }
     ]
+
+
+def test_validate_notes_the_scenario_s_params_a_config_s_method_leaves_out(tmp_path: Path) -> None:
+    """validate said only "ok" of a config naming llf for a scenario set up for two-way with
+    ``pair_threshold``, which the daemon then leaves out (its start-up warning). Now it adds
+    one note on stderr, still exits 0 and writes nothing; a method reading them gets none."""
+    sc = _twoway_scenario(tmp_path)
+
+    def validate(method: str) -> tuple[int, str, str]:
+        f = tmp_path / f"{method}.yaml"
+        conf = {"substrate": {"scenario": str(sc)}, "placement": {"method": method}}
+        f.write_text(yaml.safe_dump({**conf, "metrics": {"port": 0}}))
+        r = subprocess.run(
+            [EXE, "validate", str(f)], capture_output=True, text=True, cwd=tmp_path, timeout=60
+        )
+        return r.returncode, r.stdout.strip(), r.stderr.strip()
+
+    f = tmp_path / "llf.yaml"
+    assert validate("llf") == (
+        0,
+        f"ok: {f} (config)",
+        f"note: {f}: placement.method llf does not read the scenario's "
+        "controller.placement.params pair_threshold 0.3 (set for correlation-twoway): "
+        "the daemon leaves it out",
+    )
+    code, out, err = validate("correlation-oneway")
+    assert (code, err) == (0, "") and out.endswith("(config)")
+    assert not (tmp_path / ".trimtab").exists()  # read-only
