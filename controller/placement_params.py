@@ -17,6 +17,7 @@ __all__ = [
     "method_problem",
     "pin_problem",
     "placement_problem",
+    "said_params",
     "unread_params",
     "value_problem",
     "window_problem",
@@ -143,6 +144,18 @@ def unread_params(method: str, initial: str | None, params: Mapping[str, object]
     """
     takes = {p for m in (method, initial) if m for p in PARAMS.get(m, ())}
     return sorted(set(params) - takes)
+
+
+def said_params(params: Mapping[str, float]) -> tuple[str, str]:
+    """Left-out ``params`` as a note names them, and the pronoun that stands for them.
+
+    >>> said_params({"pair_threshold": 0.3})
+    ('pair_threshold 0.3', 'it')
+    >>> said_params({"beta": 1.0, "seed": 2})
+    ('beta 1, seed 2', 'them')
+    """
+    said = ", ".join(f"{k} {v:g}" for k, v in params.items())
+    return said, "it" if len(params) == 1 else "them"
 
 
 def window_problem(

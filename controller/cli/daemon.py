@@ -6,7 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -14,6 +14,9 @@ from rich.table import Table
 from controller.cli.common import app, err, fail, print_json
 from controller.cli.tables import show
 from core.scenario import ScenarioError
+
+if TYPE_CHECKING:
+    from controller.config import Settings
 
 # controller.gates.DecisionKind's values (not imported: numpy and the settings would load with
 # the command line); a round's kind is one of them or several joined with "+"
@@ -327,18 +330,19 @@ def validate(
         raise typer.Exit(2 if bad else 3)
 
 
-def note_params_left_out(path: Path, conf: Any) -> None:
+def note_params_left_out(path: Path, conf: Settings) -> None:
     """Say on stderr which of the steered scenario's ``controller.placement.params`` a
     valid config's placement method does not read, as the daemon warns at start
     (``placement_params_left_out``): valid, but the run leaves them out."""
+    from controller.placement_params import said_params
     from controller.wiring import params_left_out
 
     if left := params_left_out(conf):
-        said = ", ".join(f"{k} {v:g}" for k, v in left["params_left_out"].items())
+        said, them = said_params(left["params_left_out"])
         print(
             f"note: {path}: placement.method {left['method']} does not read the scenario's "
             f"controller.placement.params {said} (set for {left['set_for']}): "
-            f"the daemon leaves {'it' if len(left['params_left_out']) == 1 else 'them'} out",
+            f"the daemon leaves {them} out",
             file=sys.stderr,
         )
 

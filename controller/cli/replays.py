@@ -220,7 +220,7 @@ def note_unread_params(sc: ScenarioFile, methods: list[str], flag: str = "--plac
     """Say on stderr which of the scenario's ``controller.placement.params`` a ``flag``
     override leaves out: the file's method reads them all (checked at load), another method
     may read none of them, and its run would otherwise look like it used them."""
-    from controller.placement_params import unread_params
+    from controller.placement_params import said_params, unread_params
 
     p = sc.controller.placement
     left: dict[tuple[str, ...], list[str]] = {}
@@ -228,8 +228,8 @@ def note_unread_params(sc: ScenarioFile, methods: list[str], flag: str = "--plac
         if m != p.method and (unread := tuple(unread_params(m, p.initial, p.params))):
             left.setdefault(unread, []).append(m)
     for unread, ms in left.items():
-        said = ", ".join(f"{k} {p.params[k]:g}" for k in unread)
-        one, them = len(ms) == 1, "it" if len(unread) == 1 else "them"
+        said, them = said_params({k: p.params[k] for k in unread})
+        one = len(ms) == 1
         print(
             f"note: {flag} {', '.join(ms)} {'does' if one else 'do'} not read "
             f"controller.placement.params {said} (set for {p.method}): "
