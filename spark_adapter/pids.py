@@ -14,14 +14,25 @@ __all__ = ["process_start", "same_process"]
 
 
 def process_start(pid: int) -> float | None:
-    """When ``pid`` started (s since the epoch, to 10 ms), None when it is not running.
+    """When ``pid`` started, in seconds since boot (to 10 ms); None when it is not running.
+
+    Not psutil's epoch time: that is this boot-relative start plus the boot time, which the
+    kernel derives from the wall clock and gives in whole seconds, so a clock step, or an NTP
+    slew across a second, moved it by a second or more, and a running process no longer
+    matched its record (``trimtab inject`` once took a running replay's driver for exited).
+    Only a recycled pid that started at the same 10 ms after a later boot would match.
 
     >>> import os
     >>> process_start(os.getpid()) == process_start(os.getpid()) is not None
     True
     """
     try:
-        return round(psutil.Process(pid).create_time(), 2)
+        for _ in range(3):  # the boot time read on both sides of the start it is part of
+            boot = psutil.boot_time()
+            start = psutil.Process(pid).create_time()
+            if psutil.boot_time() == boot:
+                return round(start - boot, 2)
+        return round(start - boot, 2)
     except psutil.Error:
         return None
 
