@@ -359,14 +359,31 @@ def _finish(res: Any, report: Path | None, json_out: bool, sc: ScenarioFile) -> 
         err.print(f"expectations met: {', '.join(c['expectation'] for c in checks)}")
 
 
+def compare_default(sc: ScenarioFile) -> str:
+    """``compare``'s methods without ``--placement``: the LLF baseline, correlation-oneway, and
+    the scenario's own method (what ``replay`` runs) when it is neither of them nor
+    least-loaded (LLF with failover).
+
+    >>> from controller.scenario import load_scenario
+    >>> compare_default(load_scenario("scenarios/bursty-rod.yaml"))
+    'llf,correlation-oneway,rod'
+    >>> compare_default(load_scenario("scenarios/anticorrelated-diurnal.yaml"))
+    'llf,correlation-oneway'
+    """
+    own = sc.controller.placement.method
+    base = ("llf", "correlation-oneway")
+    return ",".join(base if own in (*base, "least-loaded") else (*base, own))
+
+
 @app.command("compare")
 def compare_cmd(
     scenario: Annotated[Path, typer.Argument(help="scenario file (YAML)")],
     placement: Annotated[
         str | None,
         typer.Option(
-            help="comma-separated placement methods (default llf,correlation-oneway); with "
-            "--ha, the one placement every policy runs on (default: the scenario's)"
+            help="comma-separated placement methods (default llf,correlation-oneway and the "
+            "scenario's own method, what replay runs, when it is another); with --ha, the one "
+            "placement every policy runs on (default: the scenario's)"
         ),
     ] = None,
     seeds: Annotated[int, typer.Option(min=1, help="runs per method, seeds scenario.seed ..")] = 1,
@@ -393,7 +410,7 @@ def compare_cmd(
     from controller.shedding import METHODS as SHEDDING
 
     sc = load(scenario)
-    places = names(placement or "llf,correlation-oneway", "--placement")
+    places = names(placement or compare_default(sc), "--placement")
     for method in places:
         check_placement(sc, method)
     if ha is not None:

@@ -382,3 +382,32 @@ def test_a_placement_override_says_which_of_the_scenario_s_params_it_leaves_out(
     )
     code, said = invoke("replay", *run, "--placement", "llf", "--shedding", "bogus")
     assert code == 2 and "note:" not in said and "--shedding" in said
+
+
+def test_compare_without_placement_runs_the_scenario_s_own_method_beside_the_defaults(
+    tmp_path: Path,
+) -> None:
+    """``compare SCENARIO`` answers "does my scenario's method beat the baseline?": LLF,
+    correlation-oneway and the method ``replay`` runs (the file's), that one last and once. A
+    least-loaded file (LLF with failover) adds nothing; ``--placement`` is run as given."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from controller.cli import app
+
+    d = yaml.safe_load((SCENARIOS / "anticorrelated-diurnal.yaml").read_text())
+    d["duration_s"] = 120
+    sc = tmp_path / "sc.yaml"
+
+    def placements(method: str, *more: str) -> list[str]:
+        d["controller"]["placement"] = {"method": method}
+        sc.write_text(yaml.safe_dump(d))
+        r = CliRunner().invoke(app, ["compare", str(sc), "--json", *more])
+        assert r.exit_code == 0, r.output
+        return [row["placement"] for row in json.loads(r.stdout)]
+
+    assert placements("correlation-twoway") == ["llf", "correlation-oneway", "correlation-twoway"]
+    assert placements("rod") == ["llf", "correlation-oneway", "rod"]
+    assert placements("correlation-oneway") == ["llf", "correlation-oneway"]
+    assert placements("least-loaded") == ["llf", "correlation-oneway"]
+    assert placements("rod", "--placement", "random") == ["random"]
