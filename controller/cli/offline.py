@@ -70,7 +70,8 @@ def place_cmd(
 def shed_cmd(
     scenario: Annotated[Path, typer.Argument(help="scenario file (YAML)")],
     at: Annotated[
-        float | None, typer.Option(callback=finite, help="input rates at this time (s)")
+        float | None,
+        typer.Option(callback=finite, help="input rates at this time (s; default 0, the start)"),
     ] = None,
     peak: Annotated[bool, typer.Option(help="input rates at the peak total rate")] = False,
     method: Annotated[
@@ -95,7 +96,8 @@ def shed_cmd(
     if json_out:
         print_json(rows)
         return
-    t = Table()
+    when = "the peak total rate" if peak else "the start" if at is None else f"--at {at:g}"
+    t = Table(title=f"shedding plans at {rows[0]['time_s']:g} s ({when})")
     for c in ("method", "keep", "weighted output", "node loads", "shadow prices", "solve ms"):
         t.add_column(c, overflow="fold")
     for x in rows:

@@ -59,6 +59,24 @@ def test_the_shed_table_keeps_every_location_when_piped() -> None:
             assert f"{loc}=" in r.output, loc
 
 
+def test_the_shed_table_names_the_time_its_rates_are_from() -> None:
+    """Without --at or --peak the plans are for the start, where overload-ramp sheds nothing:
+    the title says so, and the time is the tick's (the JSON's time_s), not the flag's."""
+    sc = str(SCENARIOS / "overload-ramp.yaml")
+    for flags, when in (
+        ([], "the start"),
+        (["--peak"], "the peak total rate"),
+        (["--at", "37.5"], "--at 37.5"),
+    ):
+        args = ["shed", sc, "--method", "lp", *flags]
+        r = CliRunner().invoke(app, args)
+        assert r.exit_code == 0, r.output
+        (row,) = json.loads(CliRunner().invoke(app, [*args, "--json"]).output)
+        title = r.output.splitlines()[0].strip()
+        assert title == f"shedding plans at {row['time_s']:g} s ({when})", r.output
+    assert row["time_s"] <= 37.5
+
+
 def test_runs_whose_figures_all_print_alike_are_named_under_the_table() -> None:
     """Three methods giving identical rows is a finding: on `zipf-moderate` (one unit per
     node, equal nodes) every placement is a relabelling of the same one, and the table says
