@@ -32,7 +32,7 @@ from simulator import SimResult
 from spark_adapter.interrupt import Interrupted, asked, holding_sigint
 from spark_adapter.verification import output_mismatch
 
-__all__ = ["SparkRun", "close_run", "replay_spark"]
+__all__ = ["SparkRun", "close_run", "replay_spark", "spark_session"]
 
 
 @holding_sigint  # a Ctrl-C is carried out once Spark is up, or between batches
@@ -71,7 +71,7 @@ def replay_spark(
     method, part = placement or ctl.placement.method, partitioner or ctl.partitioner
     run = SparkRun(method, part, master, partitions, warmup_batches, calibration)
     own = spark is None
-    spark = _session(spark, scenario, master, partitions)
+    spark = spark_session(spark, scenario, master, partitions)
     work = Path(workdir or tempfile.mkdtemp(prefix="trimtab-spark-"))
     pipe, sub, loop = _steered_pipeline(spark, scenario, run, work, scale, interval_batches)
     ha = scenario.controller.ha  # a stopped or dead executor is fenced within its timeouts
@@ -154,7 +154,7 @@ def _report_progress(pipe: Any, progress: Callable[[int, int], None] | None) -> 
     pipe.on_batch = hook
 
 
-def _session(spark: Any, scenario: ScenarioFile, master: str, partitions: int) -> Any:
+def spark_session(spark: Any, scenario: ScenarioFile, master: str, partitions: int) -> Any:
     """The given session (checked against the scenario's executor speeds) or a new one."""
     from spark_adapter.session import SLOWDOWN_KEY, make_session, slowdown_conf
 

@@ -1,7 +1,8 @@
 """The ``trimtab`` command line: a module per command group. Commands parse arguments and call
 library functions; the logic lives in the packages.
 
-* ``replays``: replay, compare;
+* ``replays``: replay;
+* ``compares``: compare (the simulator, or Spark);
 * ``demo``: the main job;
 * ``offline``: place, shed, partition, calibrate;
 * ``spark``: pipeline run, publish-operator, inject, cluster;
@@ -18,7 +19,7 @@ from __future__ import annotations
 import click
 import typer.main
 
-from controller.cli import daemon, demo, inputs, offline, replays, spark, verify
+from controller.cli import compares, daemon, demo, inputs, offline, replays, spark, verify
 from controller.cli.common import app
 from controller.cli.tables import SPARK_KEYS, SUMMARY_KEYS
 
@@ -26,6 +27,7 @@ __all__ = ["SPARK_KEYS", "SUMMARY_KEYS", "app", "command"]
 
 COMMAND_GROUPS = (
     replays,
+    compares,
     offline,
     spark,
     inputs,

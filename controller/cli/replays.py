@@ -11,7 +11,6 @@ import typer
 from controller.cli.common import (
     PartitionsOpt,
     app,
-    check_ha_options,
     check_input_log,
     check_placement,
     err,
@@ -20,7 +19,6 @@ from controller.cli.common import (
     given,
     known_name,
     load,
-    names,
     print_json,
     progress,
     spark_replay_notes,
@@ -292,12 +290,7 @@ def _check_replay_flags(
     if input_dir is not None and not input_dir.is_dir():
         fail(f"--input: {input_dir} is not a directory")
     check_substrate_flags(ctx, substrate)
-    warm, batches = ctx.params.get("warmup_batches", 1), ctx.params.get("batches", 0)
-    if given(ctx, "warmup_batches") and input_dir is None and warm > batches - 2:
-        fail(  # the summary would time every batch, the warm-up too, as it does for 2 batches
-            f"--warmup-batches: {warm} of --batches {batches} leaves fewer than 2 batches to "
-            f"time; give --batches {warm + 2} or more"
-        )
+    check_warmup(ctx, input_dir)
     if input_dir is not None:  # its segments read once the flags are known to apply
         check_input_log(input_dir, "--input", sc)
     if report is not None:
@@ -359,91 +352,12 @@ def _finish(res: Any, report: Path | None, json_out: bool, sc: ScenarioFile) -> 
         err.print(f"expectations met: {', '.join(c['expectation'] for c in checks)}")
 
 
-def compare_default(sc: ScenarioFile) -> str:
-    """``compare``'s methods without ``--placement``: the LLF baseline, correlation-oneway, and
-    the scenario's own method (what ``replay`` runs) when it is neither of them nor
-    least-loaded (LLF with failover).
-
-    >>> from controller.scenario import load_scenario
-    >>> compare_default(load_scenario("scenarios/bursty-rod.yaml"))
-    'llf,correlation-oneway,rod'
-    >>> compare_default(load_scenario("scenarios/anticorrelated-diurnal.yaml"))
-    'llf,correlation-oneway'
-    """
-    own = sc.controller.placement.method
-    base = ("llf", "correlation-oneway")
-    return ",".join(base if own in (*base, "least-loaded") else (*base, own))
-
-
-@app.command("compare")
-def compare_cmd(
-    scenario: Annotated[Path, typer.Argument(help="scenario file (YAML)")],
-    placement: Annotated[
-        str | None,
-        typer.Option(
-            help="comma-separated placement methods (default llf,correlation-oneway and the "
-            "scenario's own method, what replay runs, when it is another); with --ha, the one "
-            "placement every policy runs on (default: the scenario's)"
-        ),
-    ] = None,
-    seeds: Annotated[int, typer.Option(min=1, help="runs per method, seeds scenario.seed ..")] = 1,
-    ha: Annotated[
-        str | None,
-        typer.Option(help="compare availability policies instead: upstream,passive,active,none"),
-    ] = None,
-    shedding: Annotated[
-        str | None,
-        typer.Option(help="comma-separated shedding methods: lp,fit,uniform,local,none"),
-    ] = None,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="print a JSON list, one object per method")
-    ] = False,
-) -> None:
-    """Replay several placement (or shedding) methods on the same seeds, side by side.
-
-    With --shedding, each placement runs under each shedding method (one row per pair).
-
-    Examples: trimtab compare scenarios/anticorrelated-diurnal.yaml --placement llf,correlation-oneway
-              trimtab compare scenarios/overload-ramp.yaml --placement least-loaded --shedding lp,uniform,local,none
-    """
-    from controller.compare import HA_POLICIES, compare, compare_ha
-    from controller.shedding import METHODS as SHEDDING
-
-    sc = load(scenario)
-    places = names(placement or compare_default(sc), "--placement")
-    for method in places:
-        check_placement(sc, method)
-    if ha is not None:
-        policies = names(ha, "--ha", HA_POLICIES)
-        check_ha_options(sc, placement, places, shedding)
-    sheds = None if shedding is None else names(shedding, "--shedding", SHEDDING)
-    note_unread_params(sc, places, "--placement" if placement else "compare's default")
-    try:
-        if ha is not None:
-            rows = compare_ha(sc, policies, seeds, placement and places[0])
-        else:
-            rows = compare(sc, places, seeds, sheds)
-    except ValueError as e:
-        fail(str(e))
-    if json_out:
-        print_json(rows)
-    else:
-        _show_compared(rows, ha is not None, shedding is not None)
-
-
-def _show_compared(rows: list[dict[str, Any]], ha: bool, shedding: bool) -> None:
-    """``compare``'s table: availability policies, placement x shedding pairs, or placements."""
-    from controller.compare import DPC_KEYS, HA_KEYS
-
-    if ha:
-        dpc = DPC_KEYS if any("tentative_fraction" in r for r in rows) else ()
-        t = table(rows, (*HA_KEYS, *dpc, "mean_latency", "throughput"), "ha")
-        t.title = f"availability policies, placement {rows[0]['placement']}"
-        show(t)
-    elif shedding:
-        for r in rows:
-            r["method"] = f"{r['placement']} / {r['shedding']}"
-        keys = ("weighted_throughput", *SUMMARY_KEYS)
-        show(table(rows, keys + adaptation_keys(rows), "method"))
-    else:
-        show(table(rows, SUMMARY_KEYS + adaptation_keys(rows), "placement"))
+def check_warmup(ctx: typer.Context, input_dir: Path | None) -> None:
+    """Exit 2 for a ``--warmup-batches`` given that leaves fewer than 2 of ``--batches`` to
+    time: the summary would then time every batch, the warm-up too, as it does for 2 batches."""
+    warm, batches = ctx.params.get("warmup_batches", 1), ctx.params.get("batches", 0)
+    if given(ctx, "warmup_batches") and input_dir is None and warm > batches - 2:
+        fail(
+            f"--warmup-batches: {warm} of --batches {batches} leaves fewer than 2 batches to "
+            f"time; give --batches {warm + 2} or more"
+        )

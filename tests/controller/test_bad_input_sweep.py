@@ -861,6 +861,58 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
         ),
         ("a method twice", ["compare", good, "--placement", "llf,llf"], 2, "'llf' is named twice"),
         ("no method", ["compare", good, "--placement", " , "], 2, "--placement: no name given"),
+        (
+            "compare: a Spark option on the simulator",
+            ["compare", good, "--batches", "4"],
+            2,
+            "--batches: a Spark replay's option (add --substrate spark)",
+        ),
+        (
+            "compare: imported events on the simulator",
+            ["compare", good, "--input", str(tmp)],
+            2,
+            "--input: imported events replay on Spark only",
+        ),
+        (
+            "compare: seeds on Spark",
+            ["compare", str(GW), "--substrate", "spark", "--seeds", "3"],
+            2,
+            "--seeds: the simulator's option",
+        ),
+        (
+            "compare: availability policies on Spark",
+            ["compare", str(GW), "--substrate", "spark", "--ha", "upstream"],
+            2,
+            "--ha: the simulator's comparison of availability policies",
+        ),
+        (
+            "compare: a substrate",
+            ["compare", str(GW), "--substrate", "flink"],
+            2,
+            "--substrate: 'flink' is not a substrate",
+        ),
+        (
+            "compare on Spark: a simulator-only scenario",
+            ["compare", good, "--substrate", "spark", "--placement", "llf"],
+            2,
+            "the Spark pipeline needs a keyed windowed aggregate or join",
+        ),
+        (
+            "compare on Spark: warm-up batches",
+            [
+                *("compare", str(GW), "--substrate", "spark", "--batches", "3"),
+                "--warmup-batches",
+                "2",
+            ],
+            2,
+            "--warmup-batches: 2 of --batches 3 leaves fewer than 2 batches to time",
+        ),
+        (
+            "compare on Spark: a partitioner",
+            ["compare", str(GW), "--substrate", "spark", "--partitioner", "hash,pkg"],
+            2,
+            "--partitioner: unknown name 'hash,pkg'",
+        ),
         ("no algorithm", ["place", good, "--algorithm", ","], 2, "--algorithm: no name given"),
         (
             "an unknown algorithm after a known one",
