@@ -232,7 +232,7 @@ def _show_compared(rows: list[dict[str, Any]], ha: bool, shedding: bool, spark: 
         show(table(rows, (*keys, *SUMMARY_KEYS, *adaptation_keys(rows)), label))
         return
     t = table(rows, SPARK_TABLE_KEYS, label)
-    t.title = f"on Spark ({rows[0]['master']})"
+    t.title = f"on Spark ({rows[0]['master']}, {rows[0]['partitioner']} routing)"
     show(t)
     err.print(
         "note: one run per method, in the order named, over the same input, after an "

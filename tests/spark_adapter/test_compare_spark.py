@@ -43,6 +43,6 @@ def test_compare_on_spark_runs_each_placement_over_the_same_input(capsys) -> Non
     assert rows[0]["partition_rows"] != rows[1]["partition_rows"], rows
     _show_compared(rows, ha=False, shedding=False, spark=True)
     out, err = capsys.readouterr()
-    assert "on Spark (local[2])" in out
+    assert "on Spark (local[2], hash routing)" in out
     assert "hash" in out and "llf" in out and "batch_duration_p99" in out
     assert "one run per method, in the order named, over the same input" in err
