@@ -18,7 +18,16 @@ from core.workload import rates
 from placement import baselines, correlation_global
 from placement.feasible import feasible_set_ratio, min_plane_distance
 
-__all__ = ["DPC_KEYS", "HA_KEYS", "compare", "compare_ha", "mean_adaptation", "place", "shed_at"]
+__all__ = [
+    "DPC_KEYS",
+    "HA_KEYS",
+    "compare",
+    "compare_ha",
+    "mean_adaptation",
+    "mean_figure",
+    "place",
+    "shed_at",
+]
 
 HA_KEYS = (
     "runtime_overhead",
@@ -83,7 +92,7 @@ def compare(
         ]
         row: dict[str, Any] = dict(runs[0])
         for k in runs[0]:
-            mean = None if k in ("ticks", "seed") else _mean_figure([r.get(k) for r in runs])
+            mean = None if k in ("ticks", "seed") else mean_figure([r.get(k) for r in runs])
             if mean is not None:
                 row[k] = mean
         row["seeds"] = seeds
@@ -94,11 +103,11 @@ def compare(
     return out
 
 
-def _mean_figure(vals: list[Any]) -> float | None:
+def mean_figure(vals: list[Any]) -> float | None:
     """The mean of a numeric figure over the runs that measured it (None in a run: not
     measured there); None when no run did, or for a figure that is not a number.
 
-    >>> _mean_figure([1, 3]), _mean_figure([None, 2.0]), _mean_figure([None]), _mean_figure(["a"])
+    >>> mean_figure([1, 3]), mean_figure([None, 2.0]), mean_figure([None]), mean_figure(["a"])
     (2.0, 2.0, None, None)
     """
     nums = [v for v in vals if isinstance(v, int | float) and not isinstance(v, bool)]

@@ -10,6 +10,7 @@ the executors' Python start that the later ones find done.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -18,9 +19,12 @@ from typing import Any
 from controller.scenario import ScenarioFile
 from spark_adapter.interrupt import holding_sigint, stop_if_asked
 
-__all__ = ["WARMUP_BATCHES", "compare_spark"]
+__all__ = ["WARMUP_BATCHES", "compare_spark", "mean_runs"]
 
 WARMUP_BATCHES = 2  # the unreported replay before the compared ones (generated input)
+# each run's figures kept beside a pair's means (``runs`` in its row)
+PER_RUN = ("run_order", "rows_in", "batch_duration_p50", "batch_duration_p99", "migrations")
+PER_RUN += ("output_matches_reference",)
 
 
 @holding_sigint  # a Ctrl-C stops the run in progress after its batch, and the comparison
@@ -29,6 +33,7 @@ def compare_spark(
     placements: list[str],
     sheddings: list[str] | None = None,
     *,
+    seeds: int = 1,
     master: str = "local[2]",
     batches: int = 10,
     partitioner: str | None = None,
@@ -38,48 +43,97 @@ def compare_spark(
     input_dir: str | Path | None = None,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """One Spark replay summary per (placement, shedding) pair, in that order, each carrying
-    ``placement``, ``shedding`` and ``run_order`` (1 for the first compared run); ``progress``
-    gets the pair's label and the batches done of the total."""
+    """One row per (placement, shedding) pair: its Spark replay's summary, or with ``seeds``
+    above 1 the mean over the inputs drawn from seeds ``scenario.seed ..`` (the pairs run in
+    the order given on the first, reversed on the second, and so on); each row carries
+    ``placement``, ``shedding``, ``seeds`` and ``run_order`` (the run's place in the session,
+    one per seed). ``progress`` gets the run's label and the batches done of the total."""
     from controller.spark_replay import close_run, replay_spark, spark_session
 
     sheds: list[str | None] = list(sheddings) if sheddings else [None]
     pairs = [(p, s) for p in placements for s in sheds]
     spark = spark_session(None, scenario, master, partitions)
     scratch = Path(tempfile.mkdtemp(prefix="trimtab-compare-"))
-    common: dict[str, Any] = {"master": master, "partitions": partitions, "spark": spark}
-    common |= {"partitioner": partitioner, "keep_workdir": False}
-    rows: list[dict[str, Any]] = []
-    try:
-        replay_spark(  # warm: the JVM, the executors' Python workers, the query's first plan
-            scenario,
-            batches=WARMUP_BATCHES,
-            placement=placements[0],
-            scale=scale,
-            workdir=scratch / "warm-up",
-            **common,
-        )
-        for i, (place, shed) in enumerate(pairs, start=1):
-            label = place if shed is None else f"{place} / {shed}"
-            stop_if_asked(f"interrupted: compare stopped before {label} ({i} of {len(pairs)})")
+    kw: dict[str, Any] = {"master": master, "partitions": partitions, "spark": spark}
+    kw |= {"partitioner": partitioner, "keep_workdir": False, "scale": scale}
+    runs: dict[int, list[dict[str, Any]]] = {i: [] for i in range(len(pairs))}
+    try:  # warm first: the JVM, the executors' Python workers, the query's first plan
+        replay_spark(scenario, batches=WARMUP_BATCHES, placement=placements[0], **kw)
+        order = [(seed, i) for seed in range(seeds) for i in _turn(len(pairs), seed)]
+        for n, (seed, i) in enumerate(order, start=1):
+            (place, shed), sc = pairs[i], scenario.model_copy(update={"seed": scenario.seed + seed})
+            label = f"{place if shed is None else f'{place} / {shed}'} (run {n} of {len(order)})"
+            stop_if_asked(f"interrupted: compare stopped before {label}")
             res = replay_spark(
-                scenario,
+                sc,
                 batches=batches,
                 placement=place,
                 shedding=shed,
-                scale=scale,
                 warmup_batches=warmup_batches,
                 input_dir=input_dir,
-                workdir=scratch / f"run-{i}",
+                workdir=scratch / f"run-{n}",
                 progress=None if progress is None else _labelled(progress, label),
-                **common,
+                **kw,
             )
-            shed = shed or scenario.controller.shedding.method  # the workdir: removed below
-            row = {"placement": place, "shedding": shed, "run_order": i, "workdir": None}
-            rows.append(res.summary | row)
+            runs[i].append(res.summary | {"run_order": n, "workdir": None})
+            shutil.rmtree(scratch / f"run-{n}", ignore_errors=True)  # one run's disk at a time
     finally:  # a stop that failed after a signal (the JVM gone with it) is not reported
         close_run(None, spark, scratch)
-    return rows
+    own = scenario.controller.shedding.method
+    return [
+        mean_runs(runs[i]) | {"placement": p, "shedding": s or own, "seeds": seeds}
+        for i, (p, s) in enumerate(pairs)
+    ]
+
+
+def _turn(n: int, seed: int) -> list[int]:
+    """The pairs' order on the input of ``seed``: as given, then reversed, and so on, so that
+    no method always runs first (or last) in the session.
+
+    >>> _turn(3, 0), _turn(3, 1), _turn(3, 2)
+    ([0, 1, 2], [2, 1, 0], [0, 1, 2])
+    """
+    return list(range(n)) if seed % 2 == 0 else list(range(n - 1, -1, -1))
+
+
+def mean_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One pair's runs as one row: the mean of each numeric figure, ``output_matches_reference``
+    only if every run's did, ``run_order`` the runs' places in the session, the mean of each
+    cause's migrations (``migrations_by_cause``), any other figure as it is when the runs
+    agree, else the list of each run's; and ``runs``, each run's own ``PER_RUN`` figures.
+
+    >>> r = mean_runs([{"batch_duration_p99": 1.0, "output_matches_reference": True,
+    ...     "run_order": 1, "partition_rows": [3, 1], "master": "local[2]",
+    ...     "migrations_by_cause": {"global-step": 6}},
+    ...     {"batch_duration_p99": 2.0, "output_matches_reference": False,
+    ...     "run_order": 4, "partition_rows": [2, 2], "master": "local[2]",
+    ...     "migrations_by_cause": {"global-step": 4, "pairwise": 1}}])
+    >>> r["batch_duration_p99"], r["output_matches_reference"], r["run_order"]
+    (1.5, False, [1, 4])
+    >>> r["migrations_by_cause"]
+    {'global-step': 5.0, 'pairwise': 0.5}
+    >>> r["partition_rows"], r["master"], [x["batch_duration_p99"] for x in r["runs"]]
+    ([[3, 1], [2, 2]], 'local[2]', [1.0, 2.0])
+    """
+    from controller.compare import mean_figure
+    from controller.migration_causes import mean_by_cause
+
+    row: dict[str, Any] = {}
+    for k in runs[0]:
+        vals = [r.get(k) for r in runs]
+        if k == "output_matches_reference":
+            row[k] = all(vals)
+        elif k == "run_order":
+            row[k] = vals
+        elif k == "migrations_by_cause":  # each cause's mean, as the simulator's compare
+            row[k] = mean_by_cause(vals) if len(runs) > 1 else vals[0]
+        elif (mean := mean_figure(vals)) is not None:
+            row[k] = mean if len(runs) > 1 else vals[0]
+        else:
+            row[k] = vals[0] if all(v == vals[0] for v in vals) else vals
+    if len(runs) > 1:  # each run's own figures beside the means
+        row["runs"] = [{k: r.get(k) for k in PER_RUN} for r in runs]
+    return row
 
 
 def _labelled(progress: Callable[[str, int, int], None], label: str) -> Callable[[int, int], None]:

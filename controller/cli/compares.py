@@ -72,7 +72,12 @@ PlacementsOpt = Annotated[
     ),
 ]
 SeedsOpt = Annotated[
-    int, typer.Option(min=1, help="simulator: runs per method, seeds scenario.seed ..")
+    int,
+    typer.Option(
+        min=1,
+        help="runs per method, seeds scenario.seed .. (on Spark: an input drawn from each, the "
+        "methods' order reversed on every other; the figures are the means)",
+    ),
 ]
 HaOpt = Annotated[
     str | None,
@@ -139,7 +144,7 @@ def compare_cmd(
     try:
         if substrate == "spark":
             spark_replay_notes(sc, partitions, None if input_dir else batches)
-            kw = {k: ctx.params[k] for k in (*SPARK_ONLY, "input_dir")}
+            kw = {k: ctx.params[k] for k in (*SPARK_ONLY, "input_dir", "seeds")}
             rows = _compare_spark(sc, places, sheds, not json_out, **kw)
         elif ha is not None:
             rows = compare_ha(sc, policies, seeds, placement and places[0])
@@ -162,8 +167,8 @@ def _check_compare_flags(
     master: str,
 ) -> None:
     """Exit 2 naming a flag the substrate would ignore (the Spark options on the simulator;
-    ``--seeds`` and ``--ha``, the simulator's, on Spark) or a bad partitioner or input; 3 for
-    a standalone master nothing listens at."""
+    ``--ha``, the simulator's, and ``--seeds`` with ``--input`` on Spark) or a bad partitioner
+    or input; 3 for a standalone master nothing listens at."""
     check_substrate_flags(ctx, substrate, SPARK_ONLY)
     if partitioner is not None:
         known_name(partitioner, "--partitioner", PARTITIONERS)
@@ -171,11 +176,8 @@ def _check_compare_flags(
         fail("--input: imported events replay on Spark only (add --substrate spark)")
     if substrate != "spark":
         return
-    if given(ctx, "seeds"):
-        fail(
-            "--seeds: the simulator's option (on Spark every method replays the same input, "
-            "drawn from the scenario's seed, once)"
-        )
+    if given(ctx, "seeds") and input_dir is not None:
+        fail("--seeds: draws generated inputs; --input replays the imported events")
     if given(ctx, "ha"):
         fail(
             "--ha: the simulator's comparison of availability policies (on Spark, faults are "
@@ -234,8 +236,17 @@ def _show_compared(rows: list[dict[str, Any]], ha: bool, shedding: bool, spark: 
     t = table(rows, SPARK_TABLE_KEYS, label)
     t.title = f"on Spark ({rows[0]['master']}, {rows[0]['partitioner']} routing)"
     show(t)
-    err.print(
-        "note: one run per method, in the order named, over the same input, after an "
-        "unreported warm-up; batch durations vary between runs of one method (a batch p99 by "
-        "about 5% in BENCHMARKS.md's Spark runs): more --batches steady the figures"
-    )
+    n = int(rows[0]["seeds"])
+    if n == 1:
+        err.print(
+            "note: one run per method, in the order named, over the same input, after an "
+            "unreported warm-up; batch durations vary between runs of one method (a batch p99 "
+            "by about 5% in BENCHMARKS.md's Spark runs): --seeds 2 or more runs each again, "
+            "in the reverse order, and more --batches steady the figures"
+        )
+    else:
+        err.print(
+            f"note: the mean of {n} runs per method, each over the input of one seed, the "
+            "order named reversed on every other, after an unreported warm-up; --json lists "
+            "each run's figures under runs"
+        )

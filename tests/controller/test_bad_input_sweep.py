@@ -874,10 +874,10 @@ def cases(tmp: Path, port: int) -> list[tuple[str, list[str], int, str]]:
             "--input: imported events replay on Spark only",
         ),
         (
-            "compare: seeds on Spark",
-            ["compare", str(GW), "--substrate", "spark", "--seeds", "3"],
+            "compare: seeds over imported events",
+            [*("compare", str(GW), "--substrate", "spark", "--seeds", "3"), "--input", str(tmp)],
             2,
-            "--seeds: the simulator's option",
+            "--seeds: draws generated inputs; --input replays the imported events",
         ),
         (
             "compare: availability policies on Spark",

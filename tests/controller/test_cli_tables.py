@@ -152,3 +152,32 @@ def test_place_runs_each_method_with_the_scenario_s_params() -> None:
     assert off["rod"]["feasible_set_ratio"] < default["rod"]["feasible_set_ratio"]
     assert seeded["random"]["assignment"] != default["random"]["assignment"]
     assert off["llf"] == default["llf"] == seeded["llf"]
+
+
+def test_the_spark_compare_table_shows_the_means_of_runs_that_differ(capsys) -> None:  # type: ignore[no-untyped-def]
+    """Two Spark runs of one method whose global steps moved different units (the measured
+    loads differ from run to run): the row shows each cause's mean, as the other figures'
+    (a list of the runs' dicts broke the table: "unhashable type: 'dict'")."""
+    from controller.cli.compares import _show_compared
+    from controller.spark_compare import mean_runs
+
+    def run(order: int, p99: float, moved: dict[str, int]) -> dict:
+        return {
+            "master": "local[2]",
+            "partitioner": "hash",
+            "placement": "correlation-twoway",
+            "batch_duration_p99": p99,
+            "migrations": sum(moved.values()),
+            "migrations_by_cause": moved,
+            "pairwise_moves": moved.get("pairwise", 0),
+            "output_matches_reference": True,
+            "run_order": order,
+        }
+
+    two = mean_runs([run(2, 0.7, {"global-step": 6}), run(3, 0.9, {"global-step": 4})])
+    one = mean_runs([run(1, 1.0, {}), run(4, 1.2, {})]) | {"placement": "llf"}
+    rows = [one | {"seeds": 2}, two | {"seeds": 2}]
+    _show_compared(rows, ha=False, shedding=False, spark=True)
+    got = cells(capsys.readouterr().out)
+    assert got["migrations: global-step (moves)"] == ["0", "5"]
+    assert got["batch_duration_p99 (s)"] == ["1.1", "0.8"]
