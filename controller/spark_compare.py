@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.scenario import ScenarioFile
-from spark_adapter.interrupt import holding_sigint, stop_if_asked
+from spark_adapter.interrupt import Interrupted, holding_sigint, stop_if_asked
 
 __all__ = ["WARMUP_BATCHES", "compare_spark", "mean_runs"]
 
@@ -64,17 +64,20 @@ def compare_spark(
             (place, shed), sc = pairs[i], scenario.model_copy(update={"seed": scenario.seed + seed})
             label = f"{place if shed is None else f'{place} / {shed}'} (run {n} of {len(order)})"
             stop_if_asked(f"interrupted: compare stopped before {label}")
-            res = replay_spark(
-                sc,
-                batches=batches,
-                placement=place,
-                shedding=shed,
-                warmup_batches=warmup_batches,
-                input_dir=input_dir,
-                workdir=scratch / f"run-{n}",
-                progress=None if progress is None else _labelled(progress, label),
-                **kw,
-            )
+            try:
+                res = replay_spark(
+                    sc,
+                    batches=batches,
+                    placement=place,
+                    shedding=shed,
+                    warmup_batches=warmup_batches,
+                    input_dir=input_dir,
+                    workdir=scratch / f"run-{n}",
+                    progress=None if progress is None else _labelled(progress, label),
+                    **kw,
+                )
+            except Interrupted as e:  # which of the runs it stopped
+                raise Interrupted(f"{e}, in {label}: nothing compared") from None
             runs[i].append(res.summary | {"run_order": n, "workdir": None})
             shutil.rmtree(scratch / f"run-{n}", ignore_errors=True)  # one run's disk at a time
     finally:  # a stop that failed after a signal (the JVM gone with it) is not reported
