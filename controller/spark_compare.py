@@ -1,11 +1,11 @@
 """Placement (and shedding) methods side by side on Spark: ``trimtab compare --substrate spark``.
 
 The simulator's ``compare`` answers "which method is better" in the model; this answers it on
-the engine. Every method replays the same input (the scenario's workload drawn once from its
-seed, or the events imported into ``input_dir``) in one Spark session, one after the other, with
-the controller in the loop, and each run's output is checked against the reference. A short
-warm-up replay runs first and is not reported, so the first method does not pay the JVM's and
-the executors' Python start that the later ones find done.
+the engine. Every method replays the same input (the scenario's workload drawn from its seed,
+the same draw for each, or the events imported into ``input_dir``) in one Spark session, one
+after the other, with the controller in the loop, and each run's output is checked against the
+reference. A short warm-up replay runs first and is not reported, so the first method does not
+pay the JVM's and the executors' Python start that the later ones find done.
 """
 
 from __future__ import annotations

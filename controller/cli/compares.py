@@ -13,7 +13,6 @@ from controller.cli.common import (
     PartitionsOpt,
     app,
     check_ha_options,
-    check_input_log,
     check_placement,
     err,
     fail,
@@ -32,8 +31,7 @@ from controller.cli.replays import (
     PartitionerOpt,
     ScaleOpt,
     WarmupOpt,
-    check_substrate_flags,
-    check_warmup,
+    check_input_flags,
     note_unread_params,
 )
 from controller.cli.resources import check_spark_run
@@ -169,26 +167,18 @@ def _check_compare_flags(
     """Exit 2 naming a flag the substrate would ignore (the Spark options on the simulator;
     ``--ha``, the simulator's, and ``--seeds`` with ``--input`` on Spark) or a bad partitioner
     or input; 3 for a standalone master nothing listens at."""
-    check_substrate_flags(ctx, substrate, SPARK_ONLY)
     if partitioner is not None:
         known_name(partitioner, "--partitioner", PARTITIONERS)
-    if input_dir is not None and substrate != "spark":
-        fail("--input: imported events replay on Spark only (add --substrate spark)")
-    if substrate != "spark":
-        return
-    if given(ctx, "seeds") and input_dir is not None:
-        fail("--seeds: draws generated inputs; --input replays the imported events")
-    if given(ctx, "ha"):
-        fail(
-            "--ha: the simulator's comparison of availability policies (on Spark, faults are "
-            "injected into a running pipeline: trimtab inject)"
-        )
-    if input_dir is not None and not input_dir.is_dir():
-        fail(f"--input: {input_dir} is not a directory")
-    check_spark_run(master, sc, ctx.params)
-    check_warmup(ctx, input_dir)
-    if input_dir is not None:  # its segments read once the flags are known to apply
-        check_input_log(input_dir, "--input", sc)
+    if substrate == "spark":
+        if given(ctx, "seeds") and input_dir is not None:
+            fail("--seeds: draws generated inputs; --input replays the imported events")
+        if given(ctx, "ha"):
+            fail(
+                "--ha: the simulator's comparison of availability policies (on Spark, faults "
+                "are injected into a running pipeline: trimtab inject)"
+            )
+        check_spark_run(master, sc, ctx.params)
+    check_input_flags(ctx, sc, substrate, input_dir, SPARK_ONLY)
 
 
 def _compare_spark(

@@ -285,14 +285,7 @@ def _check_replay_flags(
         known_name(shed, "--shedding", SHEDDING)
     if substrate == "spark":  # the generated input's segments, unless --input gives them
         check_spark_run(master, sc, ctx.params)
-    if input_dir is not None and substrate != "spark":
-        fail("--input: imported events replay on Spark only (add --substrate spark)")
-    if input_dir is not None and not input_dir.is_dir():
-        fail(f"--input: {input_dir} is not a directory")
-    check_substrate_flags(ctx, substrate)
-    check_warmup(ctx, input_dir)
-    if input_dir is not None:  # its segments read once the flags are known to apply
-        check_input_log(input_dir, "--input", sc)
+    check_input_flags(ctx, sc, substrate, input_dir)
     if report is not None:
         writable_dir(report, "--report")
 
@@ -352,12 +345,27 @@ def _finish(res: Any, report: Path | None, json_out: bool, sc: ScenarioFile) -> 
         err.print(f"expectations met: {', '.join(c['expectation'] for c in checks)}")
 
 
-def check_warmup(ctx: typer.Context, input_dir: Path | None) -> None:
-    """Exit 2 for a ``--warmup-batches`` given that leaves fewer than 2 of ``--batches`` to
-    time: the summary would then time every batch, the warm-up too, as it does for 2 batches."""
+def check_input_flags(
+    ctx: typer.Context,
+    sc: ScenarioFile,
+    substrate: str,
+    input_dir: Path | None,
+    spark_only: tuple[str, ...] = SPARK_ONLY,
+) -> None:
+    """Exit 2 for ``--input`` off Spark or not a directory, a flag the substrate would ignore
+    (``check_substrate_flags``), a ``--warmup-batches`` given that leaves fewer than 2 of
+    ``--batches`` to time (the summary would then time every batch, the warm-up too, as it
+    does for 2 batches), or an imported log that cannot be read."""
+    if input_dir is not None and substrate != "spark":
+        fail("--input: imported events replay on Spark only (add --substrate spark)")
+    if input_dir is not None and not input_dir.is_dir():
+        fail(f"--input: {input_dir} is not a directory")
+    check_substrate_flags(ctx, substrate, spark_only)
     warm, batches = ctx.params.get("warmup_batches", 1), ctx.params.get("batches", 0)
     if given(ctx, "warmup_batches") and input_dir is None and warm > batches - 2:
         fail(
             f"--warmup-batches: {warm} of --batches {batches} leaves fewer than 2 batches to "
             f"time; give --batches {warm + 2} or more"
         )
+    if input_dir is not None:  # its segments read once the flags are known to apply
+        check_input_log(input_dir, "--input", sc)
