@@ -53,6 +53,7 @@ from controller.calibration import (
 )
 from controller.replay import replay_sim
 from controller.scenario import ScenarioFile, load_scenario
+from controller.spark_compare import same_plans
 from controller.spark_replay import replay_spark
 
 SCALE = 5.0
@@ -135,7 +136,23 @@ def anticorrelated() -> tuple[str, dict[str, dict[str, Any]], str]:
         "two classes gives 50%. Balancing 16 key groups' means on 2 partitions leaves "
         "correlation placement little of the phase imbalance to remove over LLF."
     )
-    return "\n".join(rows) + "\n\n" + note + "\n\n" + against_targets(out) + bound, out, cal
+    alike = same_plans_note(runs)
+    text = "\n".join(rows) + "\n\n" + alike + note + "\n\n" + against_targets(out) + bound
+    return text, out, cal
+
+
+def same_plans_note(runs: dict[str, list[dict[str, Any]]]) -> str:
+    """Which methods ran the same plans (every timed batch routed and dropped alike, in each
+    of their runs, all over the same input): their rows differ by run-to-run spread alone."""
+    names = list(runs)
+    groups = [" = ".join(names[i] for i in g) for g in same_plans([runs[m] for m in names])]
+    if not groups:
+        return "No two methods ran the same plans (routing digests per timed batch). "
+    return (
+        f"The same plans in every timed batch of every run: {'; '.join(groups)} (routing and "
+        "drops alike, batch for batch): their rows differ by run-to-run spread alone, not by "
+        "the method. "
+    )
 
 
 def merged(rs: list[dict[str, Any]]) -> dict[str, Any]:

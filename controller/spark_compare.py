@@ -6,6 +6,11 @@ the same draw for each, or the events imported into ``input_dir``) in one Spark 
 after the other, with the controller in the loop, and each run's output is checked against the
 reference. A short warm-up replay runs first and is not reported, so the first method does not
 pay the JVM's and the executors' Python start that the later ones find done.
+
+Methods whose runs routed and dropped alike in every timed batch on every input ran the same
+plans (``same_plans_as``): their figures differ by the engine's run-to-run spread alone, which
+a table of batch durations does not show (LLF and a correlation method before its global step,
+or two correlation methods whose pair-wise rounds moved nothing).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import Any
 from controller.scenario import ScenarioFile
 from spark_adapter.interrupt import Interrupted, holding_sigint, stop_if_asked
 
-__all__ = ["WARMUP_BATCHES", "compare_spark", "mean_runs"]
+__all__ = ["WARMUP_BATCHES", "compare_spark", "mean_runs", "same_plans"]
 
 WARMUP_BATCHES = 2  # the unreported replay before the compared ones (generated input)
 # each run's figures kept beside a pair's means (``runs`` in its row)
@@ -83,10 +88,40 @@ def compare_spark(
     finally:  # a stop that failed after a signal (the JVM gone with it) is not reported
         close_run(None, spark, scratch)
     own = scenario.controller.shedding.method
+    labels = [p if s is None else f"{p} / {s}" for p, s in pairs]
+    alike = {i: g for g in same_plans([runs[i] for i in range(len(pairs))]) for i in g}
     return [
-        mean_runs(runs[i]) | {"placement": p, "shedding": s or own, "seeds": seeds}
+        mean_runs(runs[i])
+        | {"placement": p, "shedding": s or own, "seeds": seeds}
+        | {"same_plans_as": [labels[j] for j in alike.get(i, []) if j != i]}
         for i, (p, s) in enumerate(pairs)
     ]
+
+
+def same_plans(runs: list[list[dict[str, Any]]]) -> list[list[int]]:
+    """The groups (two or more) of methods, by index, whose runs ran the same plans: on each
+    input (``runs[i][k]``: method i's run on the k-th input) every timed batch had the same
+    routing and the same drops (``routing_per_batch``'s digests). A run with no timed batch
+    on record is like no other.
+
+    >>> def run(*d): return {"routing_per_batch": [
+    ...     {"routing_digest": r, "shed_digest": "-"} for r in d]}
+    >>> same_plans([[run("a", "b")], [run("a", "c")], [run("a", "b")], [run("a", "c")]])
+    [[0, 2], [1, 3]]
+    >>> same_plans([[run("a"), run("b")], [run("a"), run("c")]])  # alike on one input only
+    []
+    >>> same_plans([[{}], [{}]])
+    []
+    """
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i, rr in enumerate(runs):
+        ran = [
+            tuple((b["routing_digest"], b["shed_digest"]) for b in r.get("routing_per_batch", []))
+            for r in rr
+        ]
+        if ran and all(ran):
+            groups.setdefault(tuple(ran), []).append(i)
+    return [g for g in groups.values() if len(g) > 1]
 
 
 def _turn(n: int, seed: int) -> list[int]:

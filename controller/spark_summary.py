@@ -133,10 +133,12 @@ def _scaling_figures(real: list[Any], plans: list[Any]) -> dict[str, Any]:
 def _routing_per_batch(timed: list[Any], pipe: Any) -> list[dict[str, Any]]:
     """Per timed batch, the routing it was pinned to: the partitioner that made it, its split
     keys, its hot keys moved whole off their key group's partition, the split keys'
-    fragmentation (distinct partitions per split key) and a digest of the routing."""
+    fragmentation (distinct partitions per split key), a digest of the routing and one of
+    the plan's drops (two batches with both digests equal routed and dropped the same rows)."""
     out = []
     for s in timed:
-        r = pipe.plans.load(s.plan_version).routing
+        plan = pipe.plans.load(s.plan_version)
+        r = plan.routing
         fan = [len(q) for q in r.hot.values() if len(q) > 1]
         out.append(
             {
@@ -147,6 +149,7 @@ def _routing_per_batch(timed: list[Any], pipe: Any) -> list[dict[str, Any]]:
                 "keys_moved_whole": len(r.hot) - len(fan),
                 "fragmentation": float(np.mean(fan)) if fan else 1.0,
                 "routing_digest": r.digest(),
+                "shed_digest": plan.shed.digest(),
             }
         )
     return out

@@ -202,6 +202,25 @@ class ShedPlan(TrimtabModel):
                 raise ValueError(f"keep.{i}: keep fraction {x} outside [0, 1]")
         return self
 
+    def digest(self) -> str:
+        """A short digest of what the plan drops: each location's keep fraction below 1 (a
+        location kept whole drops nothing, named or not; the method and the numbers behind
+        the fractions do not drop rows).
+
+        Examples
+        --------
+        >>> a = ShedPlan(method="lp", locations=("s", "t"), keep=(0.5, 1.0), objective=3.0)
+        >>> a.digest() == ShedPlan(method="uniform", locations=("s",), keep=(0.5,)).digest()
+        True
+        >>> ShedPlan().digest() == ShedPlan(locations=("s",), keep=(1.0,)).digest()
+        True
+        >>> a.digest() == ShedPlan(locations=("s",), keep=(0.25,)).digest()
+        False
+        """
+        kept = zip(self.locations, self.keep, strict=True)
+        drops = sorted((loc, round(k, 9)) for loc, k in kept if k < 1)
+        return hashlib.sha1(json.dumps(drops).encode()).hexdigest()[:12]
+
     def keep_of(self, location: str, default: float = 1.0) -> float:
         """Keep fraction of ``location`` (``default`` when the plan does not name it)."""
         if location in self.locations:

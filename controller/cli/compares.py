@@ -225,6 +225,7 @@ def _show_compared(rows: list[dict[str, Any]], ha: bool, shedding: bool, spark: 
         return
     t = table(rows, SPARK_TABLE_KEYS, label)
     t.title = f"on Spark ({rows[0]['master']}, {rows[0]['partitioner']} routing)"
+    t.caption = same_plans_line(rows, label)
     show(t)
     n = int(rows[0]["seeds"])
     if n == 1:
@@ -240,3 +241,27 @@ def _show_compared(rows: list[dict[str, Any]], ha: bool, shedding: bool, spark: 
             "order named reversed on every other, after an unreported warm-up; --json lists "
             "each run's figures under runs"
         )
+
+
+def same_plans_line(rows: list[dict[str, Any]], label: str) -> str | None:
+    """A line naming the methods that ran the same plans on Spark (``same_plans_as``): their
+    batch durations differ, but by the engine's run-to-run spread, not by the method.
+
+    >>> same_plans_line([{"placement": "llf", "same_plans_as": ["rod"]}, {"placement": "hash",
+    ...     "same_plans_as": []}, {"placement": "rod", "same_plans_as": ["llf"]}], "placement")
+    'the same plans: llf = rod (every timed batch routed and dropped alike, on every input): their figures differ by run-to-run spread, not by the method'
+    >>> same_plans_line([{"placement": "llf", "same_plans_as": []}], "placement") is None
+    True
+    """
+    seen: set[str] = set()
+    groups = []
+    for r in rows:
+        if r[label] not in seen and r.get("same_plans_as"):
+            groups.append(" = ".join([r[label], *r["same_plans_as"]]))
+            seen.update([r[label], *r["same_plans_as"]])
+    if not groups:
+        return None
+    return (
+        f"the same plans: {'; '.join(groups)} (every timed batch routed and dropped alike, on "
+        "every input): their figures differ by run-to-run spread, not by the method"
+    )

@@ -66,3 +66,39 @@ def test_a_stop_names_the_run_it_stopped(monkeypatch: pytest.MonkeyPatch) -> Non
         "interrupted: the run stopped once batch 2 had committed, in hash / lp (run 2 of 4): "
         "nothing compared"
     )
+
+
+def test_methods_that_ran_the_same_plans_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each method's runs route as the recorder says: llf and least-loaded alike on both
+    inputs, rod alike with them on the first input only, hash its own. Only llf and
+    least-loaded are named as having run the same plans; a method whose drops differ (lp
+    against none, one routing) is not."""
+    import controller.spark_replay as sr
+    from controller.spark_compare import compare_spark
+
+    _fake(monkeypatch)
+    routes = {"hash": ["h", "h"], "llf": ["a", "b"], "least-loaded": ["a", "b"], "rod": ["a", "c"]}
+
+    def replay(sc: Any, **kw: Any) -> Any:
+        seed = sc.seed - base.seed
+        shed = "-" if kw.get("shedding") in (None, "none") else "drops"
+        per = [{"routing_digest": routes[kw["placement"]][seed], "shed_digest": shed}] * 3
+        return SimpleNamespace(summary={"batch_duration_p99": 1.0, "routing_per_batch": per})
+
+    monkeypatch.setattr(sr, "replay_spark", replay)
+    base = load_scenario(SCENARIOS / "spark-anticorrelated.yaml")
+    rows = compare_spark(base, ["hash", "llf", "least-loaded", "rod"], seeds=2)
+    assert {r["placement"]: r["same_plans_as"] for r in rows} == {
+        "hash": [],
+        "llf": ["least-loaded"],
+        "least-loaded": ["llf"],
+        "rod": [],
+    }
+    rows = compare_spark(base, ["llf", "least-loaded"], ["none", "lp"])
+    alike = {f"{r['placement']} / {r['shedding']}": r["same_plans_as"] for r in rows}
+    assert alike == {
+        "llf / none": ["least-loaded / none"],
+        "llf / lp": ["least-loaded / lp"],
+        "least-loaded / none": ["llf / none"],
+        "least-loaded / lp": ["llf / lp"],
+    }
