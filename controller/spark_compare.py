@@ -87,7 +87,17 @@ def compare_spark(
             shutil.rmtree(scratch / f"run-{n}", ignore_errors=True)  # one run's disk at a time
     finally:  # a stop that failed after a signal (the JVM gone with it) is not reported
         close_run(None, spark, scratch)
-    own = scenario.controller.shedding.method
+    return _rows(pairs, runs, seeds, scenario.controller.shedding.method)
+
+
+def _rows(
+    pairs: list[tuple[str, str | None]],
+    runs: dict[int, list[dict[str, Any]]],
+    seeds: int,
+    own: str,
+) -> list[dict[str, Any]]:
+    """Each pair's row: the mean of its runs, its methods (``own``: the scenario's shedding,
+    for pairs run under it), and the other pairs that ran the same plans."""
     labels = [p if s is None else f"{p} / {s}" for p, s in pairs]
     alike = {i: g for g in same_plans([runs[i] for i in range(len(pairs))]) for i in g}
     return [

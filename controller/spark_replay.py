@@ -32,7 +32,28 @@ from simulator import SimResult
 from spark_adapter.interrupt import Interrupted, asked, holding_sigint
 from spark_adapter.verification import output_mismatch
 
-__all__ = ["SparkRun", "close_run", "replay_spark", "spark_session"]
+__all__ = [
+    "ROUND_BATCHES",
+    "SparkRun",
+    "close_run",
+    "global_step_batch",
+    "replay_spark",
+    "spark_session",
+]
+ROUND_BATCHES = 2  # a control round after every this many batches
+
+
+def global_step_batch(window_k: int, interval_batches: int = ROUND_BATCHES) -> int:
+    """The first batch (0-based id) of a Spark replay that can run a correlation method's
+    global step: every batch is a load sample, a round follows every ``interval_batches``
+    batches, the step runs in the first round whose window holds ``window_k`` samples, and
+    the plan it publishes is pinned by the next batch. Before it, the method runs its initial
+    plan (LLF's).
+
+    >>> global_step_batch(20), global_step_batch(3), global_step_batch(4, 1)
+    (20, 4, 4)
+    """
+    return -(-window_k // interval_batches) * interval_batches
 
 
 @holding_sigint  # a Ctrl-C is carried out once Spark is up, or between batches
@@ -45,7 +66,7 @@ def replay_spark(
     shedding: str | None = None,
     partitions: int = 2,
     scale: float = 0.1,
-    interval_batches: int = 2,
+    interval_batches: int = ROUND_BATCHES,
     workdir: str | Path | None = None,
     spark: Any = None,
     warmup_batches: int = 1,

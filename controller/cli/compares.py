@@ -32,6 +32,7 @@ from controller.cli.replays import (
     ScaleOpt,
     WarmupOpt,
     check_input_flags,
+    note_global_step,
     note_unread_params,
 )
 from controller.cli.resources import check_spark_run
@@ -124,7 +125,7 @@ def compare_cmd(
 
     Examples: trimtab compare scenarios/anticorrelated-diurnal.yaml --placement llf,correlation-oneway
               trimtab compare scenarios/overload-ramp.yaml --placement least-loaded --shedding lp,uniform,local,none
-              trimtab compare scenarios/spark-anticorrelated.yaml --substrate spark --placement hash,llf,correlation-twoway --batches 24
+              trimtab compare scenarios/spark-anticorrelated.yaml --substrate spark --placement hash,llf,correlation-twoway --batches 34 --warmup-batches 20
     """
     from controller.compare import HA_POLICIES, compare, compare_ha
     from controller.shedding import METHODS as SHEDDING
@@ -142,6 +143,7 @@ def compare_cmd(
     try:
         if substrate == "spark":
             spark_replay_notes(sc, partitions, None if input_dir else batches)
+            note_global_step(sc, places, None if input_dir else batches, ctx.params)
             kw = {k: ctx.params[k] for k in (*SPARK_ONLY, "input_dir", "seeds")}
             rows = _compare_spark(sc, places, sheds, not json_out, **kw)
         elif ha is not None:

@@ -158,7 +158,9 @@ def _replay_spark_cli(
 ) -> Any:
     """A Spark replay with a progress bar (batches done of total, rate, time left) on a
     terminal."""
-    spark_replay_notes(sc, partitions, None if kw.get("input_dir") else kw.get("batches"))
+    batches = None if kw.get("input_dir") else kw.get("batches")
+    spark_replay_notes(sc, partitions, batches)
+    note_global_step(sc, [kw.get("placement") or sc.controller.placement.method], batches, kw)
     claim_workdir(kw.get("workdir"))  # held to the end: two replays on one W raced its check
     kw["partitions"] = partitions
     prog = progress(show_progress)
@@ -369,3 +371,40 @@ def check_input_flags(
         )
     if input_dir is not None:  # its segments read once the flags are known to apply
         check_input_log(input_dir, "--input", sc)
+
+
+def note_global_step(
+    sc: ScenarioFile, places: list[str], batches: int | None, kw: dict[str, Any]
+) -> None:
+    """Say on stderr which correlation methods a Spark replay of ``batches`` batches times
+    under their initial plan (LLF's) for some or all of its timed batches: the global step
+    waits for a window of ``controller.window_k`` samples, one a batch
+    (``global_step_batch``). Not for an imported log (``batches`` None: its span is the
+    log's) nor when ``controller.placement.initial`` makes the first plan (no global step)."""
+    from controller.placements import Correlation, placement_method
+    from controller.spark_replay import global_step_batch
+
+    if batches is None or sc.controller.placement.initial:
+        return
+    late = [m for m in places if isinstance(placement_method(m, {}), Correlation)]
+    first, warm = global_step_batch(sc.controller.window_k), int(kw.get("warmup_batches", 1))
+    warm = warm if batches > warm + 1 else 0  # a run too short for its warm-up times all
+    before = min(first, batches) - warm
+    if not late or before <= 0:
+        return
+    who = ", ".join(late)
+    why = (
+        f"the global step waits for a window of {sc.controller.window_k} load samples "
+        f"(controller.window_k), one a batch, and its plan is pinned from batch id {first}"
+    )
+    if first >= batches:
+        err.print(
+            f"note: {who} {'runs its' if len(late) == 1 else 'run their'} initial plan (LLF's) "
+            f"in all {batches} batches: {why}; "
+            f"--batches {first + 10} --warmup-batches {first} times 10 batches of it"
+        )
+    else:
+        err.print(
+            f"note: {who}: {before} of the {batches - warm} timed batches run the initial plan "
+            f"(LLF's): {why}; --warmup-batches {first} times its plan only"
+        )

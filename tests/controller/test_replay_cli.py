@@ -332,6 +332,56 @@ def test_a_spark_replay_says_which_scenario_faults_it_will_not_inject(capsys) ->
     assert "(kill n1 at 100 s)" in capsys.readouterr().err
 
 
+def test_a_spark_run_too_short_for_the_global_step_says_so(monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """spark-anticorrelated's correlation window is 20 samples, a batch each, so the global
+    step's plan is pinned from batch id 20: at the default 10 batches a correlation method ran
+    LLF's plan throughout and a comparison showed LLF against itself, with nothing said. Each
+    Spark run (stopped at its door here) says how many timed batches run the initial plan;
+    none when the warm-up covers them, for other methods, or when another method makes the
+    initial plan (no global step)."""
+    from typer.testing import CliRunner
+
+    import controller.spark_compare as spark_compare
+    import controller.spark_replay as spark_replay
+    from controller.cli import app
+
+    def stop_at_the_door(*_a, **_kw):  # type: ignore[no-untyped-def]
+        raise ValueError("stopped")
+
+    monkeypatch.setattr(spark_replay, "replay_spark", stop_at_the_door)
+    monkeypatch.setattr(spark_compare, "compare_spark", stop_at_the_door)
+    anti = str(SCENARIOS / "spark-anticorrelated.yaml")
+
+    def said(*args: str) -> str:
+        r = CliRunner().invoke(app, [*args, "--substrate", "spark"])
+        assert r.exit_code == 2 and "stopped" in r.stderr, r.output
+        return " ".join(r.stderr.split())
+
+    two = ["--placement", "correlation-twoway"]
+    assert (
+        "note: correlation-twoway runs its initial plan (LLF's) in all 10 batches: the global "
+        "step waits for a window of 20 load samples (controller.window_k), one a batch, and its "
+        "plan is pinned from batch id 20; --batches 30 --warmup-batches 20 times 10 batches of it"
+    ) in said("replay", anti, *two)
+    assert (
+        "note: correlation-oneway, correlation-twoway: 19 of the 23 timed batches run the "
+        "initial plan (LLF's)"
+    ) in said("compare", anti, "--placement", "hash,correlation-oneway,correlation-twoway",
+              "--batches", "24")  # fmt: skip
+    assert "note:" not in said("replay", anti, *two, "--batches", "24", "--warmup-batches", "20")
+    assert "note:" not in said("compare", anti, "--placement", "hash,llf,rod")
+    assert "correlation-oneway, correlation-selective run their initial plan (LLF's) in all " in (
+        said("compare", anti, "--placement", "correlation-oneway,correlation-selective")
+    )
+    # ROD named as the initial plan: a correlation method skips its global step
+    import yaml
+
+    doc = yaml.safe_load((SCENARIOS / "spark-anticorrelated.yaml").read_text())
+    doc["controller"]["placement"] = {"method": "correlation-twoway", "initial": "rod"}
+    (tmp_path / "rod-first.yaml").write_text(yaml.safe_dump(doc))
+    assert "note:" not in said("replay", str(tmp_path / "rod-first.yaml"))
+
+
 def test_the_demo_runs_from_any_directory(tmp_path: Path) -> None:
     """Its default scenario was a path relative to the directory it ran in: from anywhere but
     the repository, "scenarios/seed-groupby-window.yaml: file not found"."""

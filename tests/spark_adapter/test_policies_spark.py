@@ -66,6 +66,14 @@ def test_correlation_placement_pairs_anti_phased_key_groups_on_spark(waves_run) 
     # pipeline ran: the global step's among them
     by = s["migrations_by_cause"]
     assert sum(by.values()) == s["migrations"] and by["global-step"] > 0, by
+    # the global step's plan is pinned from the batch ``global_step_batch`` names (what a short
+    # Spark run's note counts): the routing the batches ran holds from the first round's plan
+    # (pinned at batch 2) through the warm-up rounds and changes there
+    from controller.spark_replay import global_step_batch
+
+    per = {b["batch"]: b["routing_digest"] for b in s["routing_per_batch"]}
+    at = global_step_batch(8)
+    assert len({per[b] for b in range(2, at)}) == 1 and per[at] != per[at - 1], per
     first = PlanStore(tmp_path / "plans").load(0).placement.as_array()
     last = PlanStore(tmp_path / "plans").load_current().placement.as_array()
     assert _class_imbalance(first) >= 2, first.tolist()  # else the step had nothing to do
