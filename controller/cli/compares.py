@@ -234,7 +234,7 @@ def _show_compared(rows: list[dict[str, Any]], ha: bool, shedding: bool, spark: 
         err.print(
             "note: one run per method, in the order named, over the same input, after an "
             "unreported warm-up; batch durations vary between runs of one method (two runs' "
-            "batch p99 by 2% to 19% in BENCHMARKS.md's Policies on Spark): --seeds 2 or more "
+            "batch p99 by 2% to 16% in BENCHMARKS.md's Policies on Spark): --seeds 2 or more "
             "runs each again, in the reverse order, and more --batches steady the figures"
         )
     else:
