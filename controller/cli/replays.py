@@ -397,14 +397,16 @@ def note_global_step(
         f"the global step waits for a window of {sc.controller.window_k} load samples "
         f"(controller.window_k), one a batch, and its plan is pinned from batch id {first}"
     )
+    fix = f"--batches {first + 10} --warmup-batches {first} times 10 batches of it"
+    if batches >= first + 2:  # 2 batches to time after the warm-up: the flag's own floor
+        fix = f"--warmup-batches {first} times its plan only"
     if first >= batches:
         err.print(
             f"note: {who} {'runs its' if len(late) == 1 else 'run their'} initial plan (LLF's) "
-            f"in all {batches} batches: {why}; "
-            f"--batches {first + 10} --warmup-batches {first} times 10 batches of it"
+            f"in all {batches} batches: {why}; {fix}"
         )
     else:
         err.print(
             f"note: {who}: {before} of the {batches - warm} timed batches run the initial plan "
-            f"(LLF's): {why}; --warmup-batches {first} times its plan only"
+            f"(LLF's): {why}; {fix}"
         )

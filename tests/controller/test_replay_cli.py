@@ -368,6 +368,13 @@ def test_a_spark_run_too_short_for_the_global_step_says_so(monkeypatch, tmp_path
         "initial plan (LLF's)"
     ) in said("compare", anti, "--placement", "hash,correlation-oneway,correlation-twoway",
               "--batches", "24")  # fmt: skip
+    assert "--warmup-batches 20 times its plan only" in said(
+        "replay", anti, *two, "--batches", "24"
+    )
+    # one batch after the step is too few to time: --warmup-batches 20 alone would be refused
+    assert "--batches 30 --warmup-batches 20 times 10" in said(
+        "replay", anti, *two, "--batches", "21"
+    )
     assert "note:" not in said("replay", anti, *two, "--batches", "24", "--warmup-batches", "20")
     assert "note:" not in said("compare", anti, "--placement", "hash,llf,rod")
     assert "correlation-oneway, correlation-selective run their initial plan (LLF's) in all " in (
