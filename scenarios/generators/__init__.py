@@ -1,0 +1,1 @@
+"""The shipped scenarios, a module per family; ``scenarios/make_scenarios.py`` writes them."""
