@@ -290,12 +290,26 @@ def load_overlay(path: Path) -> CalibrationOverlay:
         raise ValueError(f"{path}: {where}: {err['msg']}") from None
 
 
+OVERLAY_HEAD = "# trimtab calibration of "
+
+
+def is_replaceable(path: Path) -> bool:
+    """True when writing an overlay to ``path`` loses nothing: it does not exist, is empty, or
+    is an earlier overlay (its first line is ``overlay_yaml``'s header). A scenario or another
+    file named by mistake is not."""
+    if not path.exists():
+        return True
+    with path.open("rb") as f:
+        first = f.readline()
+    return not first or first.startswith(OVERLAY_HEAD.encode())
+
+
 def overlay_yaml(ov: CalibrationOverlay) -> str:
     """The overlay as YAML, with a header saying what it is."""
     import yaml
 
     head = (
-        f"# trimtab calibration of {ov.calibration.scenario!r} from a Spark run\n"
+        f"{OVERLAY_HEAD}{ov.calibration.scenario!r} from a Spark run\n"
         "# apply with: trimtab replay SCENARIO --calibration THIS_FILE\n"
     )
     return head + yaml.safe_dump(ov.model_dump(mode="json"), sort_keys=False)

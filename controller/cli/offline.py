@@ -218,10 +218,12 @@ def calibrate_cmd(
 ) -> None:
     """Fit per-row and fixed per-batch costs from a Spark run into a simulator overlay.
 
+    --out replaces an earlier calibration and refuses any other existing file.
+
     Example: trimtab calibrate work/ --out calibration.yaml; then
              trimtab replay SCENARIO --calibration calibration.yaml
     """
-    from controller.calibration import calibrate, overlay_yaml, rough_fit
+    from controller.calibration import calibrate, is_replaceable, overlay_yaml, rough_fit
 
     if workdir.is_file():
         fail(f"WORKDIR: {workdir} is a file, not a directory")
@@ -233,6 +235,11 @@ def calibrate_cmd(
     if out is not None:
         out_file(out, "--out")
         outside_workdir(out, workdir, "--out")
+        if not is_replaceable(out):
+            fail(
+                f"--out: {out} exists and is not a trimtab calibration (its first line is not "
+                "'# trimtab calibration of ...'): name a new file, or remove this one first"
+            )
     try:
         ov = calibrate(workdir, sc, skip)
     except ValueError as e:
@@ -243,8 +250,9 @@ def calibrate_cmd(
     if out is None:
         print(text, end="")
         return
+    earlier = out.exists() and out.stat().st_size > 0
     try:
         out.write_text(text)
     except OSError as e:
         fail(f"--out: cannot write {out}: {(e.strerror or str(e)).lower()}")
-    print(f"wrote {out}")
+    print(f"wrote {out}" + (" (it held an earlier calibration, now replaced)" if earlier else ""))

@@ -247,6 +247,23 @@ def test_bad_calibration_input_is_one_line(tmp_path: Path) -> None:
     good = _workdir(tmp_path / "good2", _batches())
     out = tmp_path / "cal.yaml"
     assert runner.invoke(app, ["calibrate", str(good), "--out", str(out)]).exit_code == 0
+    # --out naming a file that is not a calibration (the scenario, by a slip) is refused before
+    # the fit and the file is left as it was; an earlier calibration or an empty file is
+    # replaced, and the first says so
+    mine = tmp_path / "my-scenario.yaml"
+    mine.write_text(SCENARIO.read_text())
+    _one_line_error(
+        runner.invoke(app, ["calibrate", str(good), "--out", str(mine)]),
+        f"--out: {mine} exists and is not a trimtab calibration",
+    )
+    assert mine.read_text() == SCENARIO.read_text()
+    r = runner.invoke(app, ["calibrate", str(good), "--out", str(out)])
+    assert r.exit_code == 0 and "earlier calibration, now replaced" in r.stdout, r.stdout
+    empty_out = tmp_path / "empty.yaml"
+    empty_out.write_text("")
+    r = runner.invoke(app, ["calibrate", str(good), "--out", str(empty_out)])
+    assert r.exit_code == 0 and "replaced" not in r.stdout, r.stdout
+    assert empty_out.read_text() == out.read_text()
     other = SCENARIO.parent / "seed-groupby-window.yaml"
     _one_line_error(
         runner.invoke(app, ["replay", str(other), "--calibration", str(out)]),
