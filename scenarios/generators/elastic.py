@@ -1,4 +1,5 @@
-"""Continuous optimization's workloads: anti-phased load that ramps up and down, in the simulator and on Spark."""
+"""Continuous optimization's workloads: anti-phased load that ramps up and down, in the
+simulator and on Spark."""
 
 from __future__ import annotations
 

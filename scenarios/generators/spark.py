@@ -1,4 +1,5 @@
-"""The Spark workloads: overload with a split, ROD's bursts, unequal partitions, anti-phased key groups."""
+"""The Spark workloads: overload with a split, ROD's bursts, unequal partitions, anti-phased key
+groups."""
 
 from __future__ import annotations
 
