@@ -232,11 +232,42 @@ def _kinds(kind: str | None, changes: bool) -> set[str] | None:
     return named & wanted if wanted is not None else named
 
 
+RECORD_KEYS = ("round", "time_s", "kind", "reason", "plan_version", "applied", "duration_s")
+
+
+def _replay_decisions(run_dir: Path, n: int, kinds: set[str] | None) -> list[dict[str, Any]]:
+    """The ``n`` most recent rounds of a replay's report (``decisions.json``, which replay
+    --report writes), oldest first, of ``kinds`` as ``DecisionLog.last`` matches them; a
+    directory or file that is not a replay's report exits 2 naming it."""
+    if not run_dir.is_dir():
+        what = "no such directory" if not run_dir.exists() else "not a directory"
+        fail(f"--report: {run_dir}: {what} (a run directory written by replay --report)")
+    p = run_dir / "decisions.json"
+    if not p.is_file():
+        fail(f"--report: {run_dir} holds no decisions.json (replay --report writes one)")
+    try:
+        rows = json.loads(p.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        fail(f"--report: {p}: not JSON ({str(e).splitlines()[0]})")
+    if not isinstance(rows, list) or not all(
+        isinstance(r, dict) and set(RECORD_KEYS) <= r.keys() for r in rows
+    ):
+        fail(f"--report: {p}: not a replay's decisions (rounds with {', '.join(RECORD_KEYS)})")
+    if kinds is not None:
+        rows = [r for r in rows if kinds & set(str(r["kind"]).split("+"))]
+    return rows[-n:]
+
+
 @app.command("decisions")
 def decisions_cmd(
+    ctx: typer.Context,
     decision_log: Annotated[
         Path, typer.Option(envvar="TRIMTAB_DECISION_LOG", help="SQLite decision log")
     ] = Path(".trimtab/decisions.sqlite"),
+    report: Annotated[
+        Path | None,
+        typer.Option(help="a replay's report directory (replay --report) instead of a log"),
+    ] = None,
     last: Annotated[int, typer.Option(min=1, help="how many recent rounds")] = 20,
     kind: Annotated[
         str | None,
@@ -249,13 +280,27 @@ def decisions_cmd(
         bool, typer.Option("--json", help="print a JSON list of decisions")
     ] = False,
 ) -> None:
-    """The most recent decisions with their reasons.
+    """The most recent decisions with their reasons: a daemon's decision log, or a replay's
+    (--report, its time the scenario's seconds).
 
     Example: trimtab decisions --changes --last 5 --json
+    Example: trimtab decisions --report rep --kind place
     """
     from controller.decisionlog import DecisionLog, DecisionLogError
 
     kinds = _kinds(kind, changes)
+    if report is not None:
+        source = ctx.get_parameter_source("decision_log")  # typer's click: by name
+        if source is not None and source.name == "COMMANDLINE":  # the environment's may stay
+            fail("--report: a replay's decisions or a decision log, not both (--decision-log)")
+        rows = _replay_decisions(report, last, kinds)
+        if json_out:
+            print_json(rows)
+            return
+        what = "decisions" if kinds is None else f"decisions ({', '.join(sorted(kinds))})"
+        title = f"{what} of the replay in {report}" + ("" if rows else ": none")
+        _decision_table(title, "t (s)", rows, "time_s")
+        return
     if not decision_log.exists():
         fail(
             f"--decision-log: no decision log at {decision_log} (a config's relative "
@@ -273,14 +318,20 @@ def decisions_cmd(
     days = sorted({r["time"][:10] for r in rows})
     span = " to ".join(days[:1] + days[1:][-1:]) or ("none" if kinds else "none yet")
     what = "decisions" if kinds is None else f"decisions ({', '.join(sorted(kinds))})"
-    t = Table(expand=True, title=f"{what}, {span} (UTC)")
-    for c in ("time", "round", "kind", "plan", "applied", "round s"):
+    for r in rows:
+        r["shown"] = r["time"][11:19] if len(days) == 1 else r["time"][5:19].replace("T", " ")
+    _decision_table(f"{what}, {span} (UTC)", "time", rows, "shown")
+
+
+def _decision_table(title: str, time_col: str, rows: list[dict[str, Any]], time_key: str) -> None:
+    """The rounds as a table, their reasons folded to the width (the reasons are what is read)."""
+    t = Table(expand=True, title=title)
+    for c in (time_col, "round", "kind", "plan", "applied", "round s"):
         t.add_column(c, no_wrap=True)
-    # the rest of the width: the reasons are what is read
     t.add_column("reason", ratio=1, overflow="fold")
     for r in rows:
         t.add_row(
-            r["time"][11:19] if len(days) == 1 else r["time"][5:19].replace("T", " "),
+            f"{r[time_key]:g}" if isinstance(r[time_key], float) else str(r[time_key]),
             str(r["round"]),
             r["kind"],
             str(r["plan_version"]),

@@ -12,7 +12,7 @@ import time
 import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -1334,6 +1334,55 @@ def test_decisions_shows_the_kinds_asked_for(tmp_path: Path) -> None:
         app, ["decisions", "--decision-log", str(path), "--changes", "--kind", "hold"]
     )
     assert r.exit_code == 2 and "'hold' with --changes" in r.stderr, r.stderr
+
+
+def test_decisions_reads_a_replays_report(tmp_path: Path) -> None:
+    """`decisions --report DIR` shows a replay's rounds (replay --report's decisions.json) with
+    the filters a daemon's log has, the time in the scenario's seconds: on diurnal-phase-flip
+    the global step after the warm-up and the stale-placement trigger after the flip, both
+    the method's own reasons. A directory that is not a replay's report, or --report with
+    --decision-log on the command line, is one line, exit 2."""
+    from typer.testing import CliRunner
+
+    from controller.cli import app
+
+    rep = tmp_path / "rep"
+    r = CliRunner().invoke(
+        app, ["replay", str(SCENARIOS / "diurnal-phase-flip.yaml"), "--report", str(rep)]
+    )
+    assert r.exit_code == 0, r.output
+    saved = json.loads((rep / "decisions.json").read_text())
+
+    def rounds(*args: str) -> list[dict[str, Any]]:
+        r = CliRunner().invoke(app, ["decisions", "--report", str(rep), "--json", *args])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)
+
+    assert len(saved) > 20 and rounds("--last", "20") == saved[-20:]
+    placed = rounds("--kind", "place")
+    assert placed == [d for d in saved if d["kind"] == "place"] and len(placed) >= 2, placed
+    assert placed[0]["reason"].startswith("global correlation placement after warm-up")
+    after = [d for d in placed if d["time_s"] > 600]
+    assert after and after[0]["reason"].startswith("stale placement"), placed
+    assert rounds("--changes") == [d for d in saved if d["kind"] != "hold"]
+    assert rounds("--kind", "scale") == []
+    table = CliRunner().invoke(app, ["decisions", "--report", str(rep), "--kind", "place"])
+    assert table.exit_code == 0 and "t (s)" in table.stdout, table.stdout
+    assert "decisions (place) of the replay in" in table.stdout, table.stdout  # then the path
+    assert "stale placement" in table.stdout
+    (tmp_path / "cut").mkdir()
+    (tmp_path / "cut" / "decisions.json").write_text(json.dumps([{"round": 1}]))
+    for argv, said in [
+        (["--report", str(tmp_path / "none")], "no such directory"),
+        (["--report", str(tmp_path)], "holds no decisions.json"),
+        (["--report", str(tmp_path / "cut")], "not a replay's decisions"),
+        (["--report", str(rep), "--decision-log", "d.sqlite"], "not both (--decision-log)"),
+    ]:
+        r = CliRunner().invoke(app, ["decisions", *argv])
+        assert r.exit_code == 2, r.output
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: --report:"), r.stderr
+        assert said in lines[0], lines[0]
 
 
 def _twoway_scenario(tmp_path: Path) -> Path:
