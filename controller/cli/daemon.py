@@ -286,8 +286,6 @@ def decisions_cmd(
     Example: trimtab decisions --changes --last 5 --json
     Example: trimtab decisions --report rep --kind place
     """
-    from controller.decisionlog import DecisionLog, DecisionLogError
-
     kinds = _kinds(kind, changes)
     if report is not None:
         source = ctx.get_parameter_source("decision_log")  # typer's click: by name
@@ -301,17 +299,7 @@ def decisions_cmd(
         title = f"{what} of the replay in {report}" + ("" if rows else ": none")
         _decision_table(title, "t (s)", rows, "time_s")
         return
-    if not decision_log.exists():
-        fail(
-            f"--decision-log: no decision log at {decision_log} (a config's relative "
-            "decision_log is from the config's directory; the daemon's 'starting' line names it)"
-        )
-    try:
-        log = DecisionLog.read_only(decision_log)
-        rows = log.last(last, kinds)
-        log.close()
-    except DecisionLogError as e:
-        fail(f"--decision-log: {e}")
+    rows = _log_decisions(decision_log, last, kinds)
     if json_out:
         print_json(rows)
         return
@@ -321,6 +309,25 @@ def decisions_cmd(
     for r in rows:
         r["shown"] = r["time"][11:19] if len(days) == 1 else r["time"][5:19].replace("T", " ")
     _decision_table(f"{what}, {span} (UTC)", "time", rows, "shown")
+
+
+def _log_decisions(decision_log: Path, n: int, kinds: set[str] | None) -> list[dict[str, Any]]:
+    """The ``n`` most recent rounds of a daemon's decision log (``DecisionLog.last``); a
+    missing file or one that is not a decision log exits 2 naming it."""
+    from controller.decisionlog import DecisionLog, DecisionLogError
+
+    if not decision_log.exists():
+        fail(
+            f"--decision-log: no decision log at {decision_log} (a config's relative "
+            "decision_log is from the config's directory; the daemon's 'starting' line names it)"
+        )
+    try:
+        log = DecisionLog.read_only(decision_log)
+        rows = log.last(n, kinds)
+        log.close()
+    except DecisionLogError as e:
+        fail(f"--decision-log: {e}")
+    return rows
 
 
 def _decision_table(title: str, time_col: str, rows: list[dict[str, Any]], time_key: str) -> None:
