@@ -287,6 +287,7 @@ def decisions_cmd(
     Example: trimtab decisions --report rep --kind place
     """
     kinds = _kinds(kind, changes)
+    what = "decisions" if kinds is None else f"decisions ({', '.join(sorted(kinds))})"
     if report is not None:
         source = ctx.get_parameter_source("decision_log")  # typer's click: by name
         if source is not None and source.name == "COMMANDLINE":  # the environment's may stay
@@ -295,9 +296,8 @@ def decisions_cmd(
         if json_out:
             print_json(rows)
             return
-        what = "decisions" if kinds is None else f"decisions ({', '.join(sorted(kinds))})"
         title = f"{what} of the replay in {report}" + ("" if rows else ": none")
-        _decision_table(title, "t (s)", rows, "time_s")
+        _decision_table(title, "t (s)", rows, [f"{r['time_s']:g}" for r in rows])
         return
     rows = _log_decisions(decision_log, last, kinds)
     if json_out:
@@ -305,10 +305,10 @@ def decisions_cmd(
         return
     days = sorted({r["time"][:10] for r in rows})
     span = " to ".join(days[:1] + days[1:][-1:]) or ("none" if kinds else "none yet")
-    what = "decisions" if kinds is None else f"decisions ({', '.join(sorted(kinds))})"
-    for r in rows:
-        r["shown"] = r["time"][11:19] if len(days) == 1 else r["time"][5:19].replace("T", " ")
-    _decision_table(f"{what}, {span} (UTC)", "time", rows, "shown")
+    times = [
+        r["time"][11:19] if len(days) == 1 else r["time"][5:19].replace("T", " ") for r in rows
+    ]
+    _decision_table(f"{what}, {span} (UTC)", "time", rows, times)
 
 
 def _log_decisions(decision_log: Path, n: int, kinds: set[str] | None) -> list[dict[str, Any]]:
@@ -330,15 +330,18 @@ def _log_decisions(decision_log: Path, n: int, kinds: set[str] | None) -> list[d
     return rows
 
 
-def _decision_table(title: str, time_col: str, rows: list[dict[str, Any]], time_key: str) -> None:
-    """The rounds as a table, their reasons folded to the width (the reasons are what is read)."""
+def _decision_table(
+    title: str, time_col: str, rows: list[dict[str, Any]], times: list[str]
+) -> None:
+    """The rounds as a table, each at its time as shown, their reasons folded to the width
+    (the reasons are what is read)."""
     t = Table(expand=True, title=title)
     for c in (time_col, "round", "kind", "plan", "applied", "round s"):
         t.add_column(c, no_wrap=True)
     t.add_column("reason", ratio=1, overflow="fold")
-    for r in rows:
+    for r, when in zip(rows, times, strict=True):
         t.add_row(
-            f"{r[time_key]:g}" if isinstance(r[time_key], float) else str(r[time_key]),
+            when,
             str(r["round"]),
             r["kind"],
             str(r["plan_version"]),
