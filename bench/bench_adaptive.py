@@ -1,30 +1,22 @@
 """The adaptive loop: how each placement method recovers from a drift, what the stale-placement
-trigger adds, whether the stationary case stays calm, and how long a global step takes.
+trigger adds, whether the stationary case stays calm, and how long a global step takes (the
+oracle's rows from ``bench.oracle_adaptive``, the timings from ``bench.step_times``).
 
 Run: .venv/bin/python -m bench.bench_adaptive
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from bench.common import ROOT, environment, write_section
-from controller.adaptation import adaptation
+from bench.oracle_adaptive import oracle_switches
+from bench.step_times import control_round_times, global_step_times
 from controller.compare import mean_adaptation
-from controller.loop import ControlLoop
-from controller.placements import Correlation
-from controller.policy import Array, Context, IntArray, RebalanceResult
-from controller.replay import replay_sim, summarize
+from controller.replay import replay_sim
 from controller.scenario import ScenarioFile, load_scenario
-from controller.wiring import make_policy, make_simulator
-from core import loadstats
-from placement import correlation, correlation_global
-from simulator.model import Simulator
 
 SEEDS = 3
 RANDOM_SEEDS = 20  # a random start varies much more from seed to seed than a drift does
@@ -180,102 +172,18 @@ def targets(res: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-class _Oracle:
-    """Bench only, not a controller: re-places to a plan known in advance (the placement the
-    shipped method settles on for the workload after the drift) in the first round it runs,
-    then holds. What it measures: the adaptation a controller that knew the post-drift plan
-    exactly could reach, from the round it acts in."""
-
-    name, initial_note = "oracle", ""
-
-    def __init__(self, target: IntArray) -> None:
-        self.target = target
-
-    def initial(self, ctx: Context, unit_x: Array | None) -> IntArray:
-        return self.target.copy()
-
-    def skip_global_step(self) -> None:
-        """It has none."""
-
-    def rebalance(
-        self, ctx: Context, unit_x: Array, assign: IntArray, alive: np.ndarray
-    ) -> RebalanceResult:
-        if np.array_equal(assign, self.target):
-            return RebalanceResult(assign.copy(), "oracle: holds the post-drift plan")
-        return RebalanceResult(
-            self.target.copy(), "oracle: the post-drift plan", judged_by="global step"
-        )
-
-
-def _after_drift(sc: ScenarioFile) -> ScenarioFile:
-    """The scenario with every piecewise rate replaced by its last piece from the start."""
-    streams = [
-        s.model_copy(update={"rate": s.rate.pieces[-1].rate})
-        if getattr(s.rate, "kind", "") == "piecewise"
-        else s
-        for s in sc.streams
-    ]
-    return sc.model_copy(update={"streams": streams})
-
-
-def _replay_with_oracle(
-    sc: ScenarioFile, method: str, oracle: tuple[float, IntArray] | None = None
-) -> tuple[Simulator, ControlLoop]:
-    """The replay loop of ``replay_sim``, keeping the loop; with ``oracle`` (time, plan) the
-    oracle places from the first round at or after that time."""
-    sim = make_simulator(sc)
-    policy = make_policy(sc, method)
-    loop = ControlLoop(sim, policy, window_k=sc.controller.window_k)
-    loop.start()
-    interval = max(1, round(sc.controller.interval_s / sc.tick_s))
-    while sim.t < sim.T:
-        sim.step(min(interval, sim.T - sim.t))
-        if oracle is not None and sim.t * sc.tick_s >= oracle[0]:
-            policy.placement, oracle = _Oracle(oracle[1]), None
-        loop.tick()
-    return sim, loop
-
-
 def oracle_rows(
     method: str = "correlation-twoway", seeds: int = SEEDS
 ) -> tuple[str, list[str], list[dict[str, Any]]]:
-    """``diurnal-phase-flip`` with an oracle that knows the post-flip plan: switched to in the
-    round at the flip (600 s, clairvoyant) and in the first round after it (610 s, the first a
-    controller that reacts can act in). Rows of the drift table, and the checks that each
-    switch was applied."""
+    """``diurnal-phase-flip`` with the oracle that knows the post-flip plan
+    (``bench.oracle_adaptive``): rows of the drift table, the times each switch was applied,
+    and the figures."""
     name = "diurnal-phase-flip"
     sc = load_scenario(ROOT / f"scenarios/{name}.yaml")
-    at = sc.drift_times()[0]
-    rows, swaps, results = [], [], []
-    after = at + sc.controller.interval_s
-    for label, swap in (
-        (f"at the flip ({at:.0f} s)", at),
-        (f"first round after ({after:.0f} s)", after),
-    ):
-        per_seed: list[list[dict[str, Any]]] = []
-        runs: list[dict[str, Any]] = []
-        applied: set[float] = set()
-        for k in range(seeds):
-            seeded = sc.model_copy(update={"seed": sc.seed + k})
-            _, post = _replay_with_oracle(_after_drift(seeded), method)
-            target = np.asarray(post.plan.placement.assignment)
-            sim, loop = _replay_with_oracle(seeded, method, (swap, target))
-            res = sim.result()
-            per_seed.append(adaptation(res.streams, [at], sc.controller.interval_s))
-            runs.append(summarize(res, sc.controller.window_k))
-            applied.update(
-                r.time_s for r in loop.records if r.applied and r.reason.startswith("oracle")
-            )
-        r = {
-            "adaptation": mean_adaptation(per_seed),
-            "mean_latency": float(np.mean([x["mean_latency"] for x in runs])),
-            "migrations": float(np.mean([x["migrations"] for x in runs])),
-            "stale_reruns": 0.0,
-        }
-        rows.append(_row(name, f"oracle, {label}", r))
-        results.append(r)
-        swaps.append(f"switched at {', '.join(f'{t:.0f}' for t in sorted(applied))} s")
-    return "\n".join(rows), swaps, results
+    switches = oracle_switches(sc, method, seeds)
+    rows = [_row(name, f"oracle, {label}", r) for label, r, _ in switches]
+    swaps = [f"switched at {', '.join(f'{t:.0f}' for t in ts)} s" for _, _, ts in switches]
+    return "\n".join(rows), swaps, [r for _, r, _ in switches]
 
 
 def interval_table(intervals: tuple[int, ...] = (1, 2, 5, 10, 20)) -> str:
@@ -309,96 +217,6 @@ def stationary_table() -> str:
             f"| {m} | {r['global_moves']:.0f} | {r['later_moves']:.0f} | {share:.1%} | "
             f"{r['stale_reruns']:.1f} | {r['mean_latency']:.4f} |"
         )
-    return "\n".join(rows)
-
-
-def _instance(n: int, m: int) -> np.ndarray:
-    """m phase-shifted periodic units (k = 10) at 70% of n unit-capacity nodes."""
-    rng = np.random.default_rng(0)
-    t = np.arange(10)
-    ph = rng.uniform(0, 2 * np.pi, m)
-    x = rng.uniform(0.2, 1.0, (m, 1)) * (1 + 0.8 * np.sin(2 * np.pi * t / 10 + ph[:, None]))
-    return np.asarray(x * (0.7 * n / x.mean(axis=1).sum()))
-
-
-def _variance(x: np.ndarray, a: np.ndarray, n: int) -> float:
-    return float(loadstats.variances(loadstats.node_series(x, a, n)).mean())
-
-
-def _timed(f: Callable[[], Any]) -> tuple[Any, float]:
-    t0 = time.perf_counter()
-    out = f()
-    return out, time.perf_counter() - t0
-
-
-def global_step_times(budget_s: float = 30.0) -> str:
-    """The whole global step (greedy, one-way repair, correlation improvement, variance
-    descent) beside the greedy alone, with blocks and exact (one unit per scoring; up to
-    10,000 units); a larger size is not run once one took over budget_s."""
-    rows, over = [], False
-    exact = correlation.CorrelationParams(greedy_block=0)
-    for n, m in [(10, 1000), (50, 1000), (100, 10_000), (1000, 100_000)]:
-        if over:
-            rows.append(f"| {n} | {m} | not run | | | | | |")
-            continue
-        x, cap = _instance(n, m), np.ones(n)
-        a_blk, t_blk = _timed(lambda: correlation.global_greedy(x, n, cap))
-        if m <= 10_000:
-            a_ex, t_ex = _timed(lambda: correlation.global_greedy(x, n, cap, exact))
-            ex_t, ratio = f"{t_ex:.2f}", f"{_variance(x, a_blk, n) / _variance(x, a_ex, n):.3f}"
-        else:
-            ex_t = ratio = "not run"
-        a_all, t_all = _timed(lambda: correlation_global.initial_placement(x, cap))
-        gain = _variance(x, a_all, n) / _variance(x, a_blk, n)
-        rows.append(f"| {n} | {m} | {ex_t} | {t_blk:.2f} | {ratio} | {t_all:.2f} | {gain:.3f} |")
-        over = t_all > budget_s
-    return "\n".join(rows)
-
-
-def control_round_times(n: int = 100, m: int = 10_000) -> str:
-    """One control round of each correlation method after its global step (no global step
-    in the round): the stale trigger's summary, the pair-wise round and its explanation.
-    The units on a quarter of the nodes load 50% more, so pairs form and moves happen."""
-    x, cap = _instance(n, m), np.ones(n)
-    a = correlation_global.initial_placement(x, cap)
-    x = np.where((a < n // 4)[:, None], 1.5 * x, x)
-    pause = np.full(m, 0.5)
-    ctx = SimpleNamespace(
-        cluster=SimpleNamespace(capacities=lambda: cap, ids=[f"n{i}" for i in range(n)], n=n),
-        units=SimpleNamespace(ids=[f"u{j}" for j in range(m)]),
-        settings=SimpleNamespace(
-            window_k=10,
-            placement=SimpleNamespace(max_moves=10**9, migration_aware=True, churn_rounds=2),
-        ),
-        unit_pause_s=lambda: pause,
-    )
-    rows = []
-    for method in ("oneway", "twoway", "selective"):
-        best, moved = float("inf"), 0
-        for _ in range(3):  # a fresh policy each time: the same round, timed three times
-            policy = Correlation(method, {})
-            policy.skip_global_step()
-            # armed on this window, so the trigger checks it but does not fire
-            policy.trigger.rebase(policy._summary(ctx, x, a))  # type: ignore[arg-type]
-            res, t = _timed(lambda: policy.rebalance(ctx, x, a.copy(), np.ones(n, bool)))  # type: ignore[arg-type]
-            best, moved = min(best, t), int(np.count_nonzero(res.assignment != a))
-        rows.append(f"| correlation-{method} | {n} | {m} | {best * 1e3:.1f} | {moved} | |")
-    # a round in which the trigger fires: the loads 20% higher than its baseline's window, so
-    # nodes overload; the whole stale path (the global step, its overload-descent refinement,
-    # the variance descent, their scoring) and the first step toward the chosen plan
-    hot = 1.2 * x
-    best, moved, chosen = float("inf"), 0, ""
-    for _ in range(3):
-        policy = Correlation("twoway", {"stale_rounds": 1})
-        policy.skip_global_step()
-        policy.trigger.rebase(policy._summary(ctx, x, a))  # type: ignore[arg-type]
-        res, t = _timed(lambda: policy.rebalance(ctx, hot, a.copy(), np.ones(n, bool)))  # type: ignore[arg-type]
-        best, moved = min(best, t), int(np.count_nonzero(res.assignment != a))
-        chosen = str(res.details.get("chosen", "held"))
-    rows.append(
-        f"| correlation-twoway, the trigger firing | {n} | {m} | {best * 1e3:.1f} | {moved} | "
-        f"{chosen} |"
-    )
     return "\n".join(rows)
 
 
