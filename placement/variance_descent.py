@@ -27,6 +27,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from core.jit import njit
+
 __all__ = ["reduce_variance"]
 
 Array = NDArray[np.float64]
@@ -175,10 +177,8 @@ class _Descent:
         nodes (see the module); False when none lowers the variance by more than ``-floor``."""
         cap, w = self.cap, self.w
         xbar, sq, src, rows = self.xbar[sub], self.sq[sub], assign[sub], np.arange(sub.size)
-        gain = (2 * g + sq[:, None]) * w[None, :]
-        gain[rows, src] = np.inf
-        dst = np.argmin(gain, axis=1)
-        total = gain[rows, dst] + (-2 * g[rows, src] + sq) * w[src]
+        dst, into = _best_destinations(g, sq, w, src)
+        total = into + (-2 * g[rows, src] + sq) * w[src]
         mu_src, mu_dst = mu[src] - xbar / cap[src], mu[dst] + xbar / cap[dst]
         hi = np.maximum(np.maximum(_excluding(mu, src, dst, True), mu_src), mu_dst)
         lo = np.minimum(np.minimum(_excluding(mu, src, dst, False), mu_src), mu_dst)
@@ -201,3 +201,23 @@ class _Descent:
             moved = moved[:1]
         assign[sub[moved]] = dst[moved]
         return True
+
+
+@njit
+def _best_destinations(g: Array, sq: Array, w: Array, src: IntArray) -> tuple[IntArray, Array]:
+    """For each row j, the node b != ``src[j]`` with the least ``(2 g[j, b] + sq[j]) w[b]`` (the
+    variance a move adds at its destination; the first such node on a tie) and that value:
+    ``argmin`` over the row without the ``(rows, n)`` temporaries (at 1,000 nodes a step scores
+    12,500 rows, and the temporaries took most of the descent's time)."""
+    rows, n = g.shape
+    dst = np.empty(rows, dtype=np.int64)
+    best = np.empty(rows)
+    for j in range(rows):
+        bj, vj = -1, np.inf
+        for b in range(n):
+            if b != src[j]:
+                v = (2.0 * g[j, b] + sq[j]) * w[b]
+                if v < vj:
+                    bj, vj = b, v
+        dst[j], best[j] = bj, vj
+    return dst, best
