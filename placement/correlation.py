@@ -45,6 +45,7 @@ from placement.migration_cost import expected_gain, keep_in_place, pause_cost
 from placement.variance_descent import reduce_variance
 
 __all__ = [
+    "DEFAULTS",
     "CorrelationParams",
     "Move",
     "PairRound",
@@ -83,6 +84,9 @@ class CorrelationParams:
     gain_horizon_s: float = 60.0  # a move's gain counts this long (migration_cost)
 
 
+DEFAULTS = CorrelationParams()
+
+
 @dataclass(frozen=True)
 class Move:
     """One operator move with its score."""
@@ -114,7 +118,7 @@ def global_greedy(
     unit_x: Array,
     n: int,
     capacity: Array | None = None,
-    p: CorrelationParams = CorrelationParams(),
+    p: CorrelationParams = DEFAULTS,
     units: IntArray | None = None,
     nodes: IntArray | None = None,
 ) -> IntArray:
@@ -200,7 +204,7 @@ def one_way(
     s: int,
     r: int,
     capacity: Array,
-    p: CorrelationParams = CorrelationParams(),
+    p: CorrelationParams = DEFAULTS,
 ) -> list[Move]:
     """Offload half the mean-load difference from sender s to receiver r (mutates ``assign``)."""
     mean = loadstats.means(unit_x)
@@ -246,7 +250,7 @@ def two_way(
     s: int,
     r: int,
     capacity: Array,
-    p: CorrelationParams = CorrelationParams(),
+    p: CorrelationParams = DEFAULTS,
 ) -> list[Move]:
     """Re-place both nodes' operators with the greedy on two nodes, then one-way. When the two
     nodes have the same capacity, the two groups the greedy formed go to the nodes that keep
@@ -279,7 +283,7 @@ def selective(
     s: int,
     r: int,
     capacity: Array,
-    p: CorrelationParams = CorrelationParams(),
+    p: CorrelationParams = DEFAULTS,
 ) -> list[Move]:
     """Move the sender's best operator while its score >= 0.2 (no load cap), then one-way."""
     before = assign.copy()
@@ -364,7 +368,7 @@ def balance_pair(
     r: int,
     capacity: Array,
     method: Method = "oneway",
-    p: CorrelationParams = CorrelationParams(),
+    p: CorrelationParams = DEFAULTS,
     pause_s: Array | None = None,
 ) -> tuple[bool, list[Move], dict[str, float]]:
     """Balance one pair with ``method`` and apply the acceptance rule (mutates on accept).
@@ -411,7 +415,7 @@ def pairwise_round(
     capacity: Array,
     alive: NDArray[np.bool_] | None = None,
     method: Method = "oneway",
-    p: CorrelationParams = CorrelationParams(),
+    p: CorrelationParams = DEFAULTS,
     pause_s: Array | None = None,
 ) -> PairRound:
     """One placement round: form the imbalanced pairs and balance each once (with

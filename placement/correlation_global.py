@@ -15,7 +15,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from core import loadstats
-from placement.correlation import CorrelationParams, global_greedy, imbalanced_pairs, one_way
+from placement.correlation import (
+    DEFAULTS,
+    CorrelationParams,
+    global_greedy,
+    imbalanced_pairs,
+    one_way,
+)
 from placement.variance_descent import reduce_variance
 
 __all__ = ["IMPROVE_FLOOR", "improve_correlation", "initial_placement"]
@@ -23,7 +29,6 @@ __all__ = ["IMPROVE_FLOOR", "improve_correlation", "initial_placement"]
 Array = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 IMPROVE_FLOOR = 10_000  # correlation improvement may always re-place this many units
-DEFAULTS = CorrelationParams()
 
 
 def improve_correlation(
