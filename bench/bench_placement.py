@@ -31,7 +31,7 @@ def exhaustive_ratio(trials: int = 40) -> tuple[float, float, float]:
     """
     rng = np.random.default_rng(0)
     ratios = []
-    thr = correlation.CorrelationParams().pair_threshold
+    thr = correlation.DEFAULTS.pair_threshold
     for _ in range(trials):
         m, n = int(rng.integers(4, 9)), int(rng.integers(2, 4))
         t = np.arange(10)
